@@ -1,0 +1,150 @@
+"""The interface every backend implements, and what the two share (initial values)."""
+
+from __future__ import annotations
+
+import abc
+import re
+import zlib
+from typing import Any, Callable
+
+import numpy as np
+
+from harness.spaces import BoxSpace, Space
+
+
+def _glorot_uniform(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    if len(shape) < 2:
+        fan_in = fan_out = shape[0] if shape else 1
+    else:
+        receptive = int(np.prod(shape[:-2], dtype=np.int64))
+        fan_in, fan_out = shape[-2] * receptive, shape[-1] * receptive
+    limit = np.sqrt(6.0 / max(1, fan_in + fan_out))
+    return rng.uniform(-limit, limit, size=shape)
+
+
+_PARAM_INIT = re.compile(r"^(normal|uniform|constant)\(([-+0-9.eE]+)\)$")
+
+
+def initial_value(path: str, shape: tuple[int, ...], dtype: np.dtype, initializer: Any, seed: int) -> np.ndarray:
+    """The initial value of a variable, drawn in NumPy from ``seed`` and the variable's path.
+
+    Seeding by path makes a variable's initial value independent of build order and
+    identical on both backends.
+    """
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, zlib.crc32(path.encode())])
+    if isinstance(initializer, np.ndarray) or np.isscalar(initializer) and not isinstance(initializer, str):
+        value = np.broadcast_to(np.asarray(initializer), shape)
+    elif callable(initializer):
+        value = np.asarray(initializer(shape, rng))
+    elif initializer == "zeros":
+        value = np.zeros(shape)
+    elif initializer == "ones":
+        value = np.ones(shape)
+    elif initializer == "glorot_uniform":
+        value = _glorot_uniform(shape, rng)
+    elif isinstance(initializer, str) and _PARAM_INIT.match(initializer):
+        kind, arg = _PARAM_INIT.match(initializer).groups()
+        a = float(arg)
+        value = {"normal": lambda: rng.normal(0.0, a, size=shape),
+                 "uniform": lambda: rng.uniform(-a, a, size=shape),
+                 "constant": lambda: np.full(shape, a)}[kind]()
+    else:
+        raise ValueError(
+            f"variable {path!r}: unknown initializer {initializer!r}; expected 'zeros', 'ones', 'glorot_uniform', "
+            f"'normal(std)', 'uniform(a)', 'constant(c)', an array or fn(shape, rng)"
+        )
+    if value.shape != tuple(shape):
+        raise ValueError(f"variable {path!r}: initializer gave shape {value.shape}, expected {tuple(shape)}")
+    return np.array(value, dtype=dtype)
+
+
+class Backend(abc.ABC):
+    """One backend (TensorFlow or PyTorch) for one executor: variables, tensors, compiled API calls.
+
+    Args:
+        seed: seeds variable initial values and the backend's random ops.
+    """
+
+    name: str = ""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = int(seed)
+        self.ops: Any = None
+        self.initial_values: dict[str, np.ndarray] = {}
+
+    def initial_value(self, path: str, shape: tuple[int, ...], dtype: np.dtype, initializer: Any) -> np.ndarray:
+        """See `initial_value`; remembered so the build can restore it after its sample runs."""
+        value = initial_value(path, shape, dtype, initializer, self.seed)
+        self.initial_values[path] = value
+        return value
+
+    @abc.abstractmethod
+    def make_variable(self, path: str, value: np.ndarray, trainable: bool, device: str | None) -> Any:
+        """A backend variable holding ``value``."""
+
+    @abc.abstractmethod
+    def variable_value(self, var: Any) -> np.ndarray:
+        """A NumPy copy of a variable's value."""
+
+    @abc.abstractmethod
+    def assign_variable(self, var: Any, value: np.ndarray) -> None:
+        """Overwrites a variable with a NumPy value of its shape and dtype."""
+
+    @abc.abstractmethod
+    def to_tensor(self, value: np.ndarray) -> Any:
+        """A backend tensor from a NumPy array."""
+
+    def feed(self, value: np.ndarray) -> Any:
+        """What a compiled API function takes for a NumPy input (a tensor, or the array itself)."""
+        return self.to_tensor(value)
+
+    @abc.abstractmethod
+    def to_numpy(self, tensor: Any) -> np.ndarray:
+        """A NumPy array from a backend tensor."""
+
+    @abc.abstractmethod
+    def is_tensor(self, value: Any) -> bool:
+        """Whether ``value`` is a tensor (or variable) of this backend."""
+
+    @abc.abstractmethod
+    def tensor_shape_dtype(self, tensor: Any) -> tuple[tuple[int, ...], np.dtype]:
+        """The concrete shape and NumPy dtype of an eager tensor."""
+
+    @abc.abstractmethod
+    def device_scope(self, device: str | None) -> Any:
+        """A context manager placing ops (and variables) on ``device``."""
+
+    @abc.abstractmethod
+    def check_device(self, device: str) -> None:
+        """Raises ValueError naming ``device`` if this backend cannot place anything there."""
+
+    @abc.abstractmethod
+    def compile_api(self, name: str, fn: Callable, arg_spaces: dict[str, Space]) -> Callable:
+        """A fast callable for one root API method's flat call chain ``fn``."""
+
+    @abc.abstractmethod
+    def reset_rng(self) -> None:
+        """Re-seeds the backend's random ops from ``seed`` (after the build's sample runs)."""
+
+    def input_spec(self, space: Space) -> Any:
+        """Backend type specs for the values of ``space`` (used for signatures)."""
+        raise NotImplementedError
+
+
+def leaf_spaces(space: Space) -> list[BoxSpace]:
+    """The leaf spaces of ``space`` in value-flattening order."""
+    return [s for _, s in space.leaves()]  # type: ignore[misc]
+
+
+#: The op namespace every backend provides to graph functions (``F.<name>``). Tensors also
+#: support Python arithmetic (+ - * / @, comparisons, unary -) on both backends.
+OP_NAMES = (
+    "name", "constant", "cast", "zeros", "ones", "zeros_like", "ones_like", "dim", "reshape",
+    "concat", "stack", "transpose", "expand_dims", "squeeze", "matmul", "reduce_sum", "reduce_mean",
+    "reduce_max", "reduce_min", "argmax", "where", "maximum", "minimum", "clip", "abs", "exp", "log",
+    "sqrt", "square", "sign", "equal", "logical_and", "logical_or", "logical_not", "one_hot", "gather",
+    "take_along_axis", "stop_gradient", "relu", "tanh", "sigmoid", "elu", "softplus", "softmax",
+    "log_softmax", "activation", "random_uniform", "random_normal", "assign", "value_and_grad",
+)
+
+ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "elu", "softplus")

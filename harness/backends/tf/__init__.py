@@ -1,0 +1,1 @@
+"""TensorFlow 2 backend: variables, op namespace and `tf.function` API calls."""

@@ -1,0 +1,81 @@
+"""The PyTorch 2 backend: parameters and a contracted define-by-run call chain per API method."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from harness.backends.base import Backend
+from harness.backends.torch.ops import TorchOps
+from harness.spaces import Space
+
+_TF_STYLE = re.compile(r"^/?(?:device:)?(cpu|gpu|cuda)(?::(\d+))?$", re.IGNORECASE)
+
+
+def torch_device(device: str) -> torch.device:
+    """A `torch.device` from a torch name (``"cpu"``, ``"cuda:0"``) or a TF-style one (``"/gpu:0"``)."""
+    m = _TF_STYLE.match(device)
+    if m:
+        kind = "cpu" if m.group(1).lower() == "cpu" else "cuda"
+        return torch.device(kind if m.group(2) is None else f"{kind}:{m.group(2)}")
+    return torch.device(device)
+
+
+class TorchBackend(Backend):
+    """PyTorch: trainable float variables are `torch.nn.Parameter`s; API calls run the
+    flat call chain under `torch.no_grad()` (graph functions that need gradients ask
+    for them with ``F.value_and_grad``)."""
+
+    name = "torch"
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__(seed)
+        self.ops = TorchOps(self.seed)
+
+    def make_variable(self, path: str, value: np.ndarray, trainable: bool, device: str | None) -> Any:
+        tensor = torch.from_numpy(np.array(value, copy=True))
+        if device:
+            tensor = tensor.to(torch_device(device))
+        if tensor.dtype.is_floating_point:
+            return torch.nn.Parameter(tensor, requires_grad=trainable)
+        return tensor
+
+    def variable_value(self, var: Any) -> np.ndarray:
+        return var.detach().cpu().numpy().copy()
+
+    def assign_variable(self, var: Any, value: np.ndarray) -> None:
+        with torch.no_grad():
+            var.copy_(torch.from_numpy(np.asarray(value)))
+
+    def to_tensor(self, value: np.ndarray) -> Any:
+        return torch.as_tensor(value)
+
+    def to_numpy(self, tensor: Any) -> np.ndarray:
+        return tensor.detach().cpu().numpy()
+
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, torch.Tensor)
+
+    def tensor_shape_dtype(self, tensor: Any) -> tuple[tuple[int, ...], np.dtype]:
+        return tuple(tensor.shape), np.dtype(str(tensor.dtype).replace("torch.", ""))
+
+    def device_scope(self, device: str | None) -> Any:
+        return torch.device(torch_device(device)) if device else torch.device("cpu")
+
+    def check_device(self, device: str) -> None:
+        try:
+            dev = torch_device(device)
+        except (RuntimeError, ValueError) as exc:
+            raise ValueError(f"backend 'torch': bad device name {device!r} ({exc})") from None
+        if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+            raise ValueError(f"backend 'torch': device {device!r} does not exist here "
+                             f"(cuda devices: {torch.cuda.device_count()})")
+
+    def compile_api(self, name: str, fn: Callable, arg_spaces: dict[str, Space]) -> Callable:
+        return torch.no_grad()(fn)
+
+    def reset_rng(self) -> None:
+        self.ops.reset_rng()

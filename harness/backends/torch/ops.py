@@ -1,0 +1,137 @@
+"""The op namespace ``F`` for graph functions on PyTorch."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from harness.backends.base import ACTIVATIONS
+
+
+def _dt(dtype: Any) -> Any:
+    if isinstance(dtype, torch.dtype) or dtype is None:
+        return dtype
+    return getattr(torch, np.dtype(dtype).name)
+
+
+def _tensor_like(value: Any, like: Any) -> Any:
+    return value if isinstance(value, torch.Tensor) else torch.as_tensor(value, dtype=like.dtype, device=like.device)
+
+
+class TorchOps:
+    """Backend-neutral ops implemented with PyTorch (see `harness.backends.base.OP_NAMES`)."""
+
+    name = "torch"
+
+    def __init__(self, seed: int) -> None:
+        self._seed = seed
+        self._gen = torch.Generator().manual_seed(seed)
+
+    def reset_rng(self) -> None:
+        self._gen.manual_seed(self._seed)
+
+    # creation and casting
+    constant = staticmethod(lambda value, dtype=None: torch.as_tensor(value, dtype=_dt(dtype)))
+    cast = staticmethod(lambda x, dtype: x.to(_dt(dtype)))
+    zeros = staticmethod(lambda shape, dtype="float32": torch.zeros(tuple(shape), dtype=_dt(dtype)))
+    ones = staticmethod(lambda shape, dtype="float32": torch.ones(tuple(shape), dtype=_dt(dtype)))
+    zeros_like = staticmethod(torch.zeros_like)
+    ones_like = staticmethod(torch.ones_like)
+
+    # shapes
+    dim = staticmethod(lambda x, axis: x.shape[axis])
+    reshape = staticmethod(lambda x, shape: torch.reshape(x, tuple(int(s) for s in shape)))
+    concat = staticmethod(lambda xs, axis=-1: torch.cat(list(xs), axis))
+    stack = staticmethod(lambda xs, axis=0: torch.stack(list(xs), axis))
+    transpose = staticmethod(lambda x, perm: x.permute(*perm))
+    expand_dims = staticmethod(lambda x, axis: torch.unsqueeze(x, axis))
+    squeeze = staticmethod(lambda x, axis: torch.squeeze(x, axis))
+
+    # math
+    matmul = staticmethod(torch.matmul)
+
+    @staticmethod
+    def _reduce(fn: Callable, x: Any, axis: Any, keepdims: bool) -> Any:
+        if axis is None:
+            out = fn(x)
+            return out.reshape((1,) * x.dim()) if keepdims else out
+        return fn(x, dim=axis, keepdim=keepdims)
+
+    def reduce_sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return self._reduce(torch.sum, x, axis, keepdims)
+
+    def reduce_mean(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return self._reduce(torch.mean, x, axis, keepdims)
+
+    def reduce_max(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return self._reduce(torch.amax, x, axis if axis is not None else tuple(range(x.dim())), keepdims)
+
+    def reduce_min(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return self._reduce(torch.amin, x, axis if axis is not None else tuple(range(x.dim())), keepdims)
+
+    argmax = staticmethod(lambda x, axis=-1: torch.argmax(x, dim=axis))
+
+    @staticmethod
+    def where(cond: Any, a: Any, b: Any) -> Any:
+        return torch.where(cond, a, b)
+
+    maximum = staticmethod(lambda a, b: torch.maximum(a, _tensor_like(b, a)))
+    minimum = staticmethod(lambda a, b: torch.minimum(a, _tensor_like(b, a)))
+    clip = staticmethod(lambda x, low, high: torch.clamp(x, low, high))
+    abs = staticmethod(torch.abs)
+    exp = staticmethod(torch.exp)
+    log = staticmethod(torch.log)
+    sqrt = staticmethod(torch.sqrt)
+    square = staticmethod(torch.square)
+    sign = staticmethod(torch.sign)
+    equal = staticmethod(torch.eq)
+    logical_and = staticmethod(torch.logical_and)
+    logical_or = staticmethod(torch.logical_or)
+    logical_not = staticmethod(torch.logical_not)
+
+    @staticmethod
+    def one_hot(indices: Any, depth: int, dtype: str = "float32") -> Any:
+        return torch.nn.functional.one_hot(indices.long(), depth).to(_dt(dtype))
+
+    gather = staticmethod(lambda params, indices, axis=0: torch.index_select(params, axis, indices.long().reshape(-1)).reshape(
+        tuple(params.shape[:axis % params.dim()]) + tuple(indices.shape) + tuple(params.shape[axis % params.dim() + 1:])))
+    take_along_axis = staticmethod(lambda x, indices, axis: torch.take_along_dim(x, indices.long(), dim=axis))
+    stop_gradient = staticmethod(lambda x: x.detach())
+
+    # activations
+    relu = staticmethod(torch.relu)
+    tanh = staticmethod(torch.tanh)
+    sigmoid = staticmethod(torch.sigmoid)
+    elu = staticmethod(torch.nn.functional.elu)
+    softplus = staticmethod(torch.nn.functional.softplus)
+    softmax = staticmethod(lambda x, axis=-1: torch.softmax(x, dim=axis))
+    log_softmax = staticmethod(lambda x, axis=-1: torch.log_softmax(x, dim=axis))
+
+    def activation(self, name: str | None) -> Callable[[Any], Any]:
+        if name in (None, "linear"):
+            return lambda x: x
+        if name not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {name!r}; expected one of {ACTIVATIONS}")
+        return getattr(self, name)
+
+    # randomness (seeded per executor)
+    def random_uniform(self, shape: Any, low: float = 0.0, high: float = 1.0, dtype: str = "float32") -> Any:
+        return torch.rand(tuple(int(s) for s in shape), generator=self._gen, dtype=_dt(dtype)) * (high - low) + low
+
+    def random_normal(self, shape: Any, mean: float = 0.0, std: float = 1.0, dtype: str = "float32") -> Any:
+        return torch.randn(tuple(int(s) for s in shape), generator=self._gen, dtype=_dt(dtype)) * std + mean
+
+    # variables and gradients
+    @staticmethod
+    def assign(var: Any, value: Any) -> Any:
+        with torch.no_grad():
+            return var.copy_(value)
+
+    @staticmethod
+    def value_and_grad(fn: Callable[[], Any], variables: Sequence[Any]) -> tuple[Any, list[Any]]:
+        with torch.enable_grad():
+            value = fn()
+            grads = torch.autograd.grad(value, list(variables), allow_unused=True)
+        return value.detach(), [g if g is not None else torch.zeros_like(v) for g, v in zip(grads, variables)]

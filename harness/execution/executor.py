@@ -1,0 +1,258 @@
+"""`GraphExecutor`: builds a root component on a backend and executes its API methods."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+import optree
+
+from harness.backends import get_backend
+from harness.execution.strategies import DeviceStrategy
+from harness.execution import serialization
+from harness.graph.assembly import assemble
+from harness.graph.build import Builder, BuildProfile, BuiltApi, BuiltGraph
+from harness.graph.chain import build_chain
+from harness.graph.component import Component
+from harness.graph.errors import ExecutionError, UnknownApiError
+from harness.spaces import Space, parse
+
+
+def _leaf_converter(method: str, arg: str, path: str, space: Any, feed: Callable) -> Callable[[Any], Any]:
+    dtype, core, n_extra = space.dtype, space.shape, len(space.extra_ranks)
+    where = f"{method}({arg}{'/' + path if path else ''})"
+
+    def convert(value: Any) -> np.ndarray:
+        arr = value if type(value) is np.ndarray else np.asarray(value)
+        if arr.dtype != dtype:
+            if not np.can_cast(arr.dtype, dtype, "same_kind"):
+                raise ExecutionError(f"{where}: dtype {arr.dtype} cannot be cast to {dtype} of space {space!r}")
+            arr = arr.astype(dtype)
+        if arr.ndim != n_extra + len(core) or arr.shape[n_extra:] != core:
+            raise ExecutionError(f"{where}: shape {arr.shape} does not fit space {space!r} "
+                                 f"(expected {space.full_shape()})")
+        return feed(arr)
+
+    return convert
+
+
+def _arg_converter(method: str, arg: str, space: Space, feed: Callable) -> Callable[[Any], Any]:
+    leaves = list(space.leaves())
+    if len(leaves) == 1 and leaves[0][0] == "":
+        return _leaf_converter(method, arg, "", space, feed)
+    convs = {p: _leaf_converter(method, arg, p, s, feed) for p, s in leaves}
+
+    def convert(value: Any) -> Any:
+        try:
+            flat = space.flatten_value(value)
+        except ValueError as exc:
+            raise ExecutionError(f"{method}({arg}): {exc}") from None
+        return space.unflatten({p: convs[p](v) for p, v in flat.items()})
+
+    return convert
+
+
+class GraphExecutor:
+    """Builds a root component for one backend and executes its API methods on NumPy values.
+
+    Args:
+        root: the root component.
+        input_spaces: a space (or space text) for every argument of the root API
+            methods, keyed by argument name.
+        backend: ``"tf"`` or ``"torch"``.
+        seed: seeds initial weights (identical across backends) and random ops.
+        device_map: ``{component scope path: device}`` placing components' variables
+            and ops; overrides the components' own ``device``.
+        api_methods: build only these root API methods (default: all).
+        strategy: a `DeviceStrategy` that may expand the graph before assembly.
+        build: build at once (else call `build()`).
+    """
+
+    def __init__(self, root: Component, input_spaces: dict[str, Any], backend: str = "tf", seed: int = 0,
+                 device_map: dict[str, str] | None = None, api_methods: list[str] | None = None,
+                 strategy: DeviceStrategy | None = None, build: bool = True) -> None:
+        if not isinstance(root, Component):
+            raise TypeError(f"GraphExecutor: root must be a Component; got {type(root).__name__}")
+        self.strategy = strategy or DeviceStrategy()
+        self.root = root
+        self.input_spaces = dict(input_spaces)
+        self.backend_name = backend
+        self.seed = seed
+        self.device_map = dict(device_map or {})
+        self.api_methods = api_methods
+        self.backend = get_backend(backend, seed)
+        self.graph: BuiltGraph | None = None
+        self._calls: dict[str, Callable] = {}
+        if build:
+            self.build()
+
+    # ---- build -----------------------------------------------------------------------
+    def build(self) -> BuildProfile:
+        """Runs assembly and the build; returns the profile of where the time went."""
+        if self.graph is not None:
+            raise RuntimeError(f"{self.root.global_scope}: the executor is built already")
+        root = self.strategy.expand(self.root)
+        self._apply_device_map(root)
+        profile = BuildProfile()
+        start = time.perf_counter()
+        root_specs = root.api_specs()
+        fixed = {}
+        for name in self.api_methods or list(root_specs):
+            spec = root_specs.get(name)
+            if spec is not None:
+                fixed.update({a: d for a, d in spec.defaults.items() if a not in self.input_spaces})
+        assembly = assemble(root, self.api_methods, fixed)
+        profile.assembly = time.perf_counter() - start
+
+        start = time.perf_counter()
+        builder = Builder(assembly, self.backend)
+        builder.profile = profile
+        builder.assign_root_spaces(self.input_spaces)
+        components = builder.run()
+        builder.restore_initial_values()
+        apis: dict[str, BuiltApi] = {}
+        for name, trace in assembly.traces.items():
+            chain, source = build_chain(trace, builder.step_fns)
+            arg_spaces = {a: r.space for a, r in trace.args.items()}
+            out_space = optree.tree_map(lambda r: r.space, trace.outputs) if trace.outputs is not None else None
+            t0 = time.perf_counter()
+            fn = self.backend.compile_api(name, chain, arg_spaces)
+            profile.op_creation += time.perf_counter() - t0
+            apis[name] = BuiltApi(name, arg_spaces, trace.constants, out_space, chain, fn, source)
+        profile.build_total = time.perf_counter() - start
+        profile.variables = len(root.all_variables())
+        self.root = root
+        self.graph = BuiltGraph(root, apis, components, profile)
+        self._calls = {name: self._make_call(api) for name, api in apis.items()}
+        return profile
+
+    def _apply_device_map(self, root: Component) -> None:
+        scopes = {c.global_scope: c for c in root.walk()}
+        for path, device in self.device_map.items():
+            if path not in scopes:
+                raise ValueError(f"device_map: no component with scope path {path!r}; scopes are {sorted(scopes)}")
+            self.backend.check_device(device)
+            scopes[path].device = device
+        for comp in root.walk():
+            if comp.device is not None and comp.global_scope not in self.device_map:
+                self.backend.check_device(comp.device)
+
+    def _make_call(self, api: BuiltApi) -> Callable:
+        converters = [_arg_converter(api.name, a, s, self.backend.feed) for a, s in api.arg_spaces.items()]
+        names = list(api.arg_spaces)
+        fn, to_numpy, n = api.fn, self.backend.to_numpy, len(names)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if kwargs or len(args) != n:
+                args = self._bind(api.name, names, args, kwargs)
+            out = fn(*[c(a) for c, a in zip(converters, args)])
+            if out is None:
+                return None
+            return optree.tree_map(to_numpy, out)
+
+        return call
+
+    @staticmethod
+    def _bind(method: str, names: list[str], args: tuple, kwargs: dict) -> tuple:
+        if len(args) > len(names):
+            raise ExecutionError(f"{method} takes {len(names)} input(s) {names}; got {len(args)}")
+        bound = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names:
+                raise ExecutionError(f"{method} has no input {k!r}; its inputs are {names}")
+            bound[k] = v
+        missing = [n for n in names if n not in bound]
+        if missing:
+            raise ExecutionError(f"{method} is missing input(s) {missing}")
+        return tuple(bound[n] for n in names)
+
+    # ---- execution ------------------------------------------------------------------------
+    def _built(self) -> BuiltGraph:
+        if self.graph is None:
+            raise RuntimeError("the executor is not built yet; call build()")
+        return self.graph
+
+    def execute(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Runs one root API method on NumPy (or nested NumPy) inputs; returns NumPy outputs.
+
+        Raises:
+            UnknownApiError: listing the registered API methods.
+            ExecutionError: when an input does not fit its space (naming method and argument).
+        """
+        try:
+            call = self._calls[method]
+        except KeyError:
+            self._built()
+            raise UnknownApiError(
+                f"{type(self.root).__name__} has no built API method {method!r}; registered: {sorted(self._calls)}"
+            ) from None
+        return call(*args, **kwargs)
+
+    def api_function(self, method: str) -> Callable:
+        """The backend-level callable of one API method (backend tensors in and out), for benchmarks."""
+        self.execute  # noqa: B018
+        if method not in self._built().apis:
+            raise UnknownApiError(f"no built API method {method!r}; registered: {sorted(self._built().apis)}")
+        return self._built().apis[method].fn
+
+    @property
+    def profile(self) -> BuildProfile:
+        """The build's `BuildProfile`."""
+        return self._built().profile
+
+    @property
+    def apis(self) -> dict[str, BuiltApi]:
+        """The built root API methods with their input and output spaces."""
+        return self._built().apis
+
+    def api_table(self) -> str:
+        """A readable table of the root API: method, inputs with spaces, output spaces."""
+        rows = []
+        for name, api in self.apis.items():
+            ins = ", ".join(f"{a}: {s!r}" for a, s in api.arg_spaces.items()) or "-"
+            rows.append(f"{name}({ins})\n    -> {api.output_space!r}")
+        return "\n".join(rows)
+
+    # ---- weights ------------------------------------------------------------------------------
+    def variables(self) -> dict[str, Any]:
+        """The backend variables keyed by scope path."""
+        return self._built().root.all_variables()
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """All variables as NumPy arrays keyed by scope path, in canonical layouts."""
+        return {k: self.backend.variable_value(v) for k, v in self.variables().items()}
+
+    def set_weights(self, weights: dict[str, Any], strict: bool = True) -> None:
+        """Loads NumPy weights keyed by scope path (e.g. from the other backend's `get_weights`).
+
+        Raises:
+            ValueError: naming missing or unexpected keys (with ``strict``) and shape/dtype mismatches.
+        """
+        variables = self.variables()
+        missing = sorted(set(variables) - set(weights))
+        extra = sorted(set(weights) - set(variables))
+        if strict and (missing or extra):
+            raise ValueError(f"set_weights: keys differ from the graph's variables: missing {missing}, unexpected {extra}")
+        checked = {}
+        for key, value in weights.items():
+            if key not in variables:
+                continue
+            var = variables[key]
+            current = self.backend.variable_value(var)
+            arr = np.asarray(value)
+            if arr.shape != current.shape:
+                raise ValueError(f"set_weights: {key!r} has shape {arr.shape}, the variable has {current.shape}")
+            if not np.can_cast(arr.dtype, current.dtype, "same_kind"):
+                raise ValueError(f"set_weights: {key!r} has dtype {arr.dtype}, the variable has {current.dtype}")
+            checked[key] = arr.astype(current.dtype)
+        for key, arr in checked.items():
+            self.backend.assign_variable(variables[key], arr)
+
+    def export_model(self, path: str) -> str:
+        """Writes weights and metadata to ``path`` (an ``.npz``; written atomically)."""
+        return serialization.export_model(self, path)
+
+    def import_model(self, path: str) -> None:
+        """Loads weights written by `export_model` (from either backend) after checking they fit."""
+        serialization.import_model(self, path)

@@ -1,0 +1,76 @@
+"""Model export/import: weights plus metadata in one ``.npz``, written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+import harness
+
+if TYPE_CHECKING:
+    from harness.execution.executor import GraphExecutor
+
+FORMAT = "spacegraph-model"
+META_KEY = "__spacegraph_meta__"
+
+
+def export_model(executor: "GraphExecutor", path: str) -> str:
+    """Writes the executor's weights and metadata to ``path``; returns the path written.
+
+    The file is written to a temporary name beside ``path`` and renamed into place,
+    so an error never leaves a half-written file or destroys an earlier one.
+    """
+    path = os.fspath(path)
+    if not path.endswith(".npz"):
+        path += ".npz"
+    weights = executor.get_weights()
+    meta = {
+        "format": FORMAT, "format_version": 1, "spacegraph": harness.__version__,
+        "backend": executor.backend_name, "root_class": f"{type(executor.root).__module__}.{type(executor.root).__qualname__}",
+        "root_scope": executor.root.global_scope,
+        "input_spaces": {a: repr(s) for api in executor.apis.values() for a, s in api.arg_spaces.items()},
+        "variables": {k: [list(v.shape), v.dtype.name] for k, v in weights.items()},
+    }
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".npz", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **{META_KEY: np.array(json.dumps(meta))}, **{f"w:{k}": v for k, v in weights.items()})
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def import_model(executor: "GraphExecutor", path: str) -> None:
+    """Loads a file written by `export_model` into ``executor`` (either backend).
+
+    Raises:
+        ValueError: naming the file and what does not fit (format, root class,
+            variable keys or shapes); the executor's weights are unchanged then.
+    """
+    path = os.fspath(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if META_KEY not in data:
+                raise ValueError(f"import_model: {path} is not a spacegraph model (no {META_KEY} entry)")
+            meta = json.loads(str(data[META_KEY]))
+            weights = {k[2:]: data[k] for k in data.files if k.startswith("w:")}
+    except (OSError, EOFError) as exc:
+        raise ValueError(f"import_model: cannot read {path}: {exc}") from None
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"import_model: {path} has format {meta.get('format')!r}, expected {FORMAT!r}")
+    root_class = f"{type(executor.root).__module__}.{type(executor.root).__qualname__}"
+    if meta.get("root_class") != root_class:
+        raise ValueError(f"import_model: {path} holds a model of {meta.get('root_class')}, this executor's root is {root_class}")
+    try:
+        executor.set_weights(weights)
+    except ValueError as exc:
+        raise ValueError(f"import_model: {path}: {exc}") from None

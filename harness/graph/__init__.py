@@ -1,0 +1,14 @@
+"""Component graphs: `Component`, `@api`, `@graph_fn`, assembly and the space-driven build."""
+
+from harness.graph.assembly import Assembly, assemble
+from harness.graph.build import BuildProfile, BuiltApi, BuiltGraph
+from harness.graph.component import Component
+from harness.graph.decorators import api, graph_fn
+from harness.graph.errors import (
+    AssemblyError, BuildError, ExecutionError, SpaceMismatchError, SpacegraphError, UnknownApiError,
+)
+
+__all__ = [
+    "Component", "api", "graph_fn", "assemble", "Assembly", "BuildProfile", "BuiltApi", "BuiltGraph",
+    "SpacegraphError", "AssemblyError", "BuildError", "SpaceMismatchError", "UnknownApiError", "ExecutionError",
+]

@@ -1,0 +1,73 @@
+"""Contracts a root API trace into one flat Python function: no component on the call path."""
+
+from __future__ import annotations
+
+import keyword
+import re
+from typing import Any, Callable
+
+from harness.graph.assembly import ApiTrace
+from harness.graph.records import Record
+
+
+def _ident(name: str) -> str:
+    name = re.sub(r"\W", "_", name)
+    return f"arg_{name}" if keyword.iskeyword(name) or not name or name[0].isdigit() else name
+
+
+def build_chain(trace: ApiTrace, step_fns: dict[int, Callable]) -> tuple[Callable, str]:
+    """Generates ``def api(args): r1 = s0(...); ...; return ...`` for one root API method.
+
+    Args:
+        trace: the assembled root API method.
+        step_fns: the backend callable for each step, keyed by ``id(step)``.
+
+    Returns:
+        The function (its positional arguments are the root API arguments that
+        have spaces, in declaration order) and its source, for inspection.
+    """
+    env: dict[str, Any] = {}
+    names: dict[int, str] = {}
+    params = []
+    for arg, rec in trace.args.items():
+        names[rec.id] = _ident(arg)
+        params.append(names[rec.id])
+
+    def expr(value: Any) -> str:
+        if isinstance(value, Record):
+            if value.id not in names:
+                raise AssertionError(f"record {value.label} used before it is produced")
+            return names[value.id]
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{k!r}: {expr(v)}" for k, v in value.items()) + "}"
+        if isinstance(value, tuple):
+            return "(" + "".join(f"{expr(v)}, " for v in value) + ")"
+        if isinstance(value, list):
+            return "[" + ", ".join(expr(v) for v in value) + "]"
+        if value is None or isinstance(value, (bool, int, str)):
+            return repr(value)
+        const = f"_c{len(env)}"
+        env[const] = value
+        return const
+
+    lines = [f"def {_ident(trace.name)}({', '.join(params)}):"]
+    for i, step in enumerate(trace.steps):
+        fn_name = f"_s{i}"
+        env[fn_name] = step_fns[id(step)]
+        call = f"{fn_name}({', '.join(expr(a) for a in step.args)})"
+        outs = []
+        for rec in step.outputs:
+            names[rec.id] = f"r{len(names)}"
+            outs.append(names[rec.id])
+        comment = f"  # {step.component.global_scope}.{step.spec.name}"
+        if not outs:
+            lines.append(f"    {call}{comment}")
+        elif len(outs) == 1:
+            lines.append(f"    {outs[0]} = {call}{comment}")
+        else:
+            lines.append(f"    {', '.join(outs)} = {call}{comment}")
+    lines.append(f"    return {expr(trace.outputs)}")
+    source = "\n".join(lines) + "\n"
+    namespace = dict(env)
+    exec(compile(source, f"<spacegraph api {trace.name}>", "exec"), namespace)  # noqa: S102 - our own generated code
+    return namespace[_ident(trace.name)], source

@@ -1,0 +1,1 @@
+"""Test tooling shipped with the harness: hypothesis strategies for spaces and their values."""

@@ -1,0 +1,1 @@
+"""Reference agents assembled from spacegraph components."""

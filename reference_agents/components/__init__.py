@@ -1,0 +1,1 @@
+"""Components used by the reference agents."""

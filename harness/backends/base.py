@@ -115,6 +115,10 @@ class Backend(abc.ABC):
         """A context manager placing ops (and variables) on ``device``."""
 
     @abc.abstractmethod
+    def place(self, fn: Callable, device: str) -> Callable:
+        """``fn`` wrapped so that its ops (and, where needed, its inputs) are on ``device``."""
+
+    @abc.abstractmethod
     def check_device(self, device: str) -> None:
         """Raises ValueError naming ``device`` if this backend cannot place anything there."""
 

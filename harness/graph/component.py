@@ -111,12 +111,16 @@ class Component:
     @classmethod
     def api_specs(cls) -> dict[str, ApiSpec]:
         """The API methods this class declares, by name."""
+        cached = cls.__dict__.get("_spacegraph_api_specs")
+        if cached is not None:
+            return cached
         out: dict[str, ApiSpec] = {}
         for klass in reversed(cls.__mro__):
             for attr in vars(klass).values():
                 spec = getattr(attr, "_api_spec", None)
                 if isinstance(spec, ApiSpec):
                     out[spec.name] = spec
+        cls._spacegraph_api_specs = out  # classes do not gain API methods after creation
         return out
 
     @classmethod

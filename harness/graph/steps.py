@@ -30,12 +30,15 @@ def make_step(step: GraphFnCall, backend: Any, arg_spaces: list[Space | None]) -
     body = functools.partial(spec.body(backend.name), comp, backend.ops)
     containers = [i for i, s in enumerate(arg_spaces) if isinstance(s, ContainerSpace)]
     if spec.split and containers:
-        return _split_step(step, body, arg_spaces, containers)
-    if spec.flatten and containers:
-        return _flatten_step(body, arg_spaces, containers)
-    if spec.split and spec.pass_key:
-        return functools.partial(body, "")
-    return body
+        fn = _split_step(step, body, arg_spaces, containers)
+    elif spec.flatten and containers:
+        fn = _flatten_step(body, arg_spaces, containers)
+    elif spec.split and spec.pass_key:
+        fn = functools.partial(body, "")
+    else:
+        fn = body
+    device = comp.effective_device()
+    return backend.place(fn, device) if device else fn
 
 
 def _split_step(step: GraphFnCall, body: Callable, arg_spaces: list[Space | None], containers: list[int]) -> Callable:

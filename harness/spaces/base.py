@@ -86,7 +86,12 @@ class Space(abc.ABC):
         ranks = self.extra_ranks
         if size is None:
             return (1,) * len(ranks)
-        dims = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+        if isinstance(size, (int, np.integer)):
+            dims = (size,)
+        elif isinstance(size, (tuple, list)):
+            dims = tuple(size)
+        else:  # tuple() of a float or a string would fail with a TypeError, or split the string
+            raise ValueError(f"size must be None, an int or a tuple of ints; got {size!r}")
         if len(dims) != len(ranks):
             layout = "[" + ",".join(ranks) + "]" if ranks else "no batch or time rank"
             raise ValueError(

@@ -159,7 +159,8 @@ class BoxSpace(Space):
     def sample(self, size: int | tuple[int, ...] | None = None,
                rng: int | np.random.Generator | None = None) -> np.ndarray:
         dims = self.extra_dims(size)
-        return self._sample(dims + self._shape, as_rng(rng))
+        # NumPy reductions/comparisons give scalars for shape (); values are always arrays (like zeros()).
+        return np.asarray(self._sample(dims + self._shape, as_rng(rng)), dtype=self._dtype)
 
     def _sample(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError

@@ -57,6 +57,12 @@ class TFBackend(Backend):
     def device_scope(self, device: str | None) -> Any:
         return tf.device(device) if device else contextlib.nullcontext()
 
+    def place(self, fn: Callable, device: str) -> Callable:
+        def placed(*args: Any) -> Any:
+            with tf.device(device):  # only entered while tf.function traces
+                return fn(*args)
+        return placed
+
     def check_device(self, device: str) -> None:
         try:
             spec = tf.DeviceSpec.from_string(device)

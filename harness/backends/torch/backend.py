@@ -6,6 +6,7 @@ import re
 from typing import Any, Callable
 
 import numpy as np
+import optree
 import torch
 
 from harness.backends.base import Backend
@@ -64,6 +65,16 @@ class TorchBackend(Backend):
 
     def device_scope(self, device: str | None) -> Any:
         return torch.device(torch_device(device)) if device else torch.device("cpu")
+
+    def place(self, fn: Callable, device: str) -> Callable:
+        dev = torch_device(device)
+
+        def move(x: Any) -> Any:
+            return x.to(dev) if isinstance(x, torch.Tensor) and x.device != dev else x
+
+        def placed(*args: Any) -> Any:
+            return fn(*optree.tree_map(move, args))
+        return placed
 
     def check_device(self, device: str) -> None:
         try:

@@ -1,0 +1,1 @@
+"""Report runners: build profiles, throughput and learning reports."""

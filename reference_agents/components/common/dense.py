@@ -1,0 +1,105 @@
+"""`Dense`: a fully connected layer ``activation(inputs @ kernel + bias)``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from harness.backends.base import ACTIVATIONS, initial_value
+from harness.graph import Component, api, graph_fn
+from harness.spaces import FloatBox, Space
+
+
+def check_initializer(owner: str, argument: str, initializer: Any) -> None:
+    """Raises ValueError naming ``argument`` if ``initializer`` is not one `get_variable` accepts.
+
+    Strings are checked by drawing a small probe value with the core's own
+    initializer table; arrays and callables can only be checked once the
+    variable's shape is known.
+    """
+    if isinstance(initializer, str):
+        try:
+            initial_value("probe", (2, 2), np.dtype("float32"), initializer, 0)
+        except ValueError:
+            raise ValueError(
+                f"{owner}: {argument} must be 'zeros', 'ones', 'glorot_uniform', 'normal(std)', "
+                f"'uniform(a)', 'constant(c)', an array or fn(shape, rng); got {initializer!r}"
+            ) from None
+    elif not (callable(initializer) or isinstance(initializer, (np.ndarray, int, float))) \
+            or isinstance(initializer, bool):
+        raise ValueError(f"{owner}: {argument} must be an initializer name, an array or fn(shape, rng); "
+                         f"got {initializer!r}")
+
+
+class Dense(Component):
+    """A fully connected layer: ``activation(inputs @ kernel + bias)``.
+
+    Accepts one `FloatBox` argument with a batch rank (a time rank in either
+    layout may come too) and a core rank of 1, ``float*[B,n]``, ``float*[B,T,n]``
+    or ``float*[T,B,n]``. Returns a `FloatBox` of the input's dtype and extra
+    ranks with core shape ``(units,)``.
+
+    Variables (in the input's dtype): ``kernel`` of shape ``(n, units)`` (the
+    canonical layout on both backends) and, with ``use_bias``, ``bias`` of shape
+    ``(units,)``.
+
+    Args:
+        units: the number of outputs, a positive int.
+        activation: None (linear) or one of ``harness.backends.base.ACTIVATIONS``.
+        use_bias: whether to add a bias.
+        kernel_initializer: an initializer `Component.get_variable` accepts.
+        bias_initializer: an initializer `Component.get_variable` accepts.
+        scope: the component's name.
+
+    Raises:
+        ValueError: naming the argument and its value when one is invalid.
+    """
+
+    def __init__(self, units: int, activation: str | None = None, use_bias: bool = True,
+                 kernel_initializer: Any = "glorot_uniform", bias_initializer: Any = "zeros",
+                 scope: str = "dense") -> None:
+        if isinstance(units, bool) or not isinstance(units, (int, np.integer)) or units <= 0:
+            raise ValueError(f"Dense: units must be a positive int; got {units!r}")
+        if activation is not None and activation not in ACTIVATIONS:
+            raise ValueError(f"Dense: activation must be None or one of {ACTIVATIONS}; got {activation!r}")
+        if not isinstance(use_bias, bool):
+            raise ValueError(f"Dense: use_bias must be a bool; got {use_bias!r}")
+        check_initializer("Dense", "kernel_initializer", kernel_initializer)
+        if use_bias:
+            check_initializer("Dense", "bias_initializer", bias_initializer)
+        super().__init__(scope=scope)
+        self.units = int(units)
+        self.activation = activation
+        self.use_bias = use_bias
+        self.kernel_initializer = kernel_initializer
+        self.bias_initializer = bias_initializer
+        self.kernel: Any = None
+        self.bias: Any = None
+
+    def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
+        """Accepts ``inputs`` of ``float*[B,n]``, ``float*[B,T,n]`` or ``float*[T,B,n]``."""
+        space = input_spaces["inputs"]
+        if not (isinstance(space, FloatBox) and space.has_batch_rank and space.rank == 1):
+            raise self.space_mismatch("inputs", "a FloatBox with a batch rank and core rank 1 (float32[B,n])",
+                                      space)
+
+    def create_variables(self, input_spaces: dict[str, Space]) -> None:
+        """Creates ``kernel`` ``(n, units)`` and, with ``use_bias``, ``bias`` ``(units,)``."""
+        space = input_spaces["inputs"]
+        dtype = space.dtype.name
+        self.kernel = self.get_variable("kernel", (space.shape[0], self.units), dtype, self.kernel_initializer)
+        if self.use_bias:
+            self.bias = self.get_variable("bias", (self.units,), dtype, self.bias_initializer)
+
+    @api
+    def apply(self, inputs: Any) -> Any:
+        """The layer's output for ``inputs`` (see the class docstring for spaces)."""
+        return self._graph_fn_apply(inputs)
+
+    @graph_fn
+    def _graph_fn_apply(self, F: Any, inputs: Any) -> Any:
+        out = F.matmul(inputs, self.kernel)
+        if self.use_bias:
+            out = out + self.bias
+        return F.activation(self.activation)(out)

@@ -191,7 +191,6 @@ class GraphExecutor:
 
     def api_function(self, method: str) -> Callable:
         """The backend-level callable of one API method (backend tensors in and out), for benchmarks."""
-        self.execute  # noqa: B018
         if method not in self._built().apis:
             raise UnknownApiError(f"no built API method {method!r}; registered: {sorted(self._built().apis)}")
         return self._built().apis[method].fn

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zipfile
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,6 +50,28 @@ def export_model(executor: "GraphExecutor", path: str) -> str:
     return path
 
 
+def _read_model_file(path: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """The metadata and weights of a model file; ValueError naming ``path`` for anything else."""
+    unreadable = (OSError, EOFError, ValueError, zipfile.BadZipFile)
+    try:
+        data = np.load(path, allow_pickle=False)
+    except unreadable as exc:
+        raise ValueError(f"import_model: cannot read {path} as a spacegraph model: {exc}") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError(f"import_model: {path} is not a spacegraph model (a single .npy array, not an .npz archive)")
+    with data:
+        if META_KEY not in data.files:
+            raise ValueError(f"import_model: {path} is not a spacegraph model (no {META_KEY} entry)")
+        try:
+            meta = json.loads(str(data[META_KEY]))
+            weights = {k[2:]: data[k] for k in data.files if k.startswith("w:")}
+        except unreadable as exc:
+            raise ValueError(f"import_model: cannot read {path}: {exc}") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"import_model: {path} has malformed metadata {meta!r}")
+    return meta, weights
+
+
 def import_model(executor: "GraphExecutor", path: str) -> None:
     """Loads a file written by `export_model` into ``executor`` (either backend).
 
@@ -57,14 +80,7 @@ def import_model(executor: "GraphExecutor", path: str) -> None:
             variable keys or shapes); the executor's weights are unchanged then.
     """
     path = os.fspath(path)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            if META_KEY not in data:
-                raise ValueError(f"import_model: {path} is not a spacegraph model (no {META_KEY} entry)")
-            meta = json.loads(str(data[META_KEY]))
-            weights = {k[2:]: data[k] for k in data.files if k.startswith("w:")}
-    except (OSError, EOFError) as exc:
-        raise ValueError(f"import_model: cannot read {path}: {exc}") from None
+    meta, weights = _read_model_file(path)
     if meta.get("format") != FORMAT:
         raise ValueError(f"import_model: {path} has format {meta.get('format')!r}, expected {FORMAT!r}")
     root_class = f"{type(executor.root).__module__}.{type(executor.root).__qualname__}"

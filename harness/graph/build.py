@@ -176,7 +176,8 @@ class Builder:
         except SpaceMismatchError as exc:
             if exc.method is None:
                 method = self._first_method.get(exc.argument, "?")
-                raise SpaceMismatchError(exc.component, method, exc.argument, exc.expected, exc.received) from None
+                raise SpaceMismatchError(exc.component, method, exc.argument, exc.expected, exc.received,
+                                         exc.detail) from None
             raise
         except SpacegraphError:
             raise

@@ -25,8 +25,9 @@ def _arg_names(fn: Callable, kind: str) -> tuple[tuple[str, ...], dict[str, Any]
         params = params[1:]
     for p in params:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            star = "*" if p.kind == p.VAR_POSITIONAL else "**"
             raise TypeError(
-                f"@{kind} {fn.__qualname__}: *{p.name}/**{p.name} is not supported; take a named argument "
+                f"@{kind} {fn.__qualname__}: {star}{p.name} is not supported; take a named argument "
                 f"and pass a tuple or dict of values (its space is then a Tuple or Dict)"
             )
     defaults = {p.name: p.default for p in params if p.default is not p.empty}

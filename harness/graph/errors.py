@@ -21,7 +21,7 @@ class SpaceMismatchError(BuildError):
     def __init__(self, component: str, method: str | None, argument: str, expected: str, received: str,
                  detail: str = "") -> None:
         self.component, self.method, self.argument = component, method, argument
-        self.expected, self.received = expected, received
+        self.expected, self.received, self.detail = expected, received, detail
         where = f"{component}.{method}({argument})" if method else f"{component} argument '{argument}'"
         msg = f"space mismatch at {where}: expected {expected}, received {received}"
         super().__init__(msg + (f" ({detail})" if detail else ""))

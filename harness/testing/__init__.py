@@ -1,1 +1,2 @@
 """Test tooling shipped with the harness: hypothesis strategies for spaces and their values."""
+from harness.testing.component_test import ComponentTest

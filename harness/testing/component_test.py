@@ -167,7 +167,8 @@ def assert_outputs_equal(actual: Any, expected: Any, what: str = "outputs", deci
 
     Integer and boolean leaves must match exactly; float leaves within ``decimals``
     (as `np.testing.assert_almost_equal`) or ``rtol``/``atol`` (default 1e-5/1e-6).
-    NaNs match NaNs at the same positions.
+    NaNs match NaNs at the same positions. A list or tuple expected where the output
+    is an array is compared as an array.
 
     Args:
         actual: the outputs.
@@ -209,11 +210,12 @@ def _compare(actual: Any, expected: Any, path: str, what: str, tol: dict[str, An
             _fail(what, path, f"expected a dict, got {type(actual).__name__}", actual, expected)
         if set(actual) != set(expected):
             missing, extra = sorted(set(expected) - set(actual)), sorted(set(actual) - set(expected))
-            _fail(what, path, f"dict keys differ: missing {missing}, unexpected {extra}", sorted(actual), sorted(expected))
+            reason = f"dict keys differ: missing {missing}, unexpected {extra}"
+            _fail(what, path, reason, sorted(actual), sorted(expected))
         for key in expected:
             _compare(actual[key], expected[key], _join(path, key), what, tol)
         return
-    if isinstance(expected, (tuple, list)):
+    if isinstance(expected, (tuple, list)) and not isinstance(actual, (np.ndarray, np.generic)):
         if not isinstance(actual, (tuple, list)):
             _fail(what, path, f"expected a sequence, got {type(actual).__name__}", actual, expected)
         if len(actual) != len(expected):
@@ -253,5 +255,5 @@ def _compare_leaf(actual: np.ndarray, expected: np.ndarray, path: str, what: str
         index = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
         max_diff = float(np.nanmax(np.where(np.isnan(diff), np.inf, diff))) if diff.size else 0.0
         reason = (f"{int(np.sum(bad))} of {bad.size} element(s) differ ({rule}); max abs difference {max_diff:.6g}; "
-                  f"first at index {index}: {a64[index]!r} vs {e64[index]!r}")
+                  f"first at index {index}: {actual[index].tolist()!r} vs {expected[index].tolist()!r}")
         _fail(what, path, reason, actual, expected)

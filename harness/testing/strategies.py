@@ -37,6 +37,13 @@ _RANKS = ((False, False, False), (True, False, False), (False, True, False),
 _DRAWN_SIZES = st.integers(1, 4)
 
 
+# Building and validating a strategy costs more than drawing from it; examples repeat the
+# same leaves, shapes and dtypes, so the factories below are memoised on their (hashable) args.
+_memo = functools.lru_cache(maxsize=4096)
+_arrays = _memo(arrays)
+_from_dtype = _memo(from_dtype)
+
+
 def _check_int(name: str, value: Any, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise ValueError(f"{name} must be an int >= {low}; got {value!r}")
@@ -80,8 +87,13 @@ def from_space(space: Space, batch_size: int | None = None, time_size: int | Non
         return _DRAWN_SIZES if given is None else st.just(int(given))
 
     return st.tuples(size_strategy("B", batch_size), size_strategy("T", time_size)).flatmap(
-        lambda bt: _values(space, {"B": bt[0], "T": bt[1]}, float(float_limit))
+        lambda bt: _space_values(space, bt[0], bt[1], float(float_limit))
     )
+
+
+@_memo
+def _space_values(space: Space, batch: int | None, time: int | None, float_limit: float) -> st.SearchStrategy:
+    return _values(space, {"B": batch, "T": time}, float_limit)
 
 
 @functools.singledispatch
@@ -102,17 +114,17 @@ def _single(arr: np.ndarray) -> Any:
 
 @_values.register(BoolBox)
 def _bool_values(space: BoolBox, sizes: dict[str, int | None], float_limit: float) -> st.SearchStrategy:
-    return arrays(np.bool_, _full_shape(space, sizes), elements=st.booleans())
+    return _arrays(np.dtype(bool), _full_shape(space, sizes), elements=st.booleans())
 
 
 @_values.register(IntBox)
 def _int_values(space: IntBox, sizes: dict[str, int | None], float_limit: float) -> st.SearchStrategy:
     shape, dtype = _full_shape(space, sizes), space.dtype
     if space.low.size == 0:
-        return arrays(dtype, shape, elements=st.just(dtype.type(0)))
+        return _arrays(dtype, shape, elements=st.just(dtype.type(0)))
     lo, hi = _single(space.low), _single(space.high)
     if lo is not None and hi is not None:
-        return arrays(dtype, shape, elements=from_dtype(dtype, min_value=int(lo), max_value=int(hi)))
+        return _arrays(dtype, shape, elements=_from_dtype(dtype, min_value=int(lo), max_value=int(hi)))
     return _int_per_element(shape, dtype, space.low, space.high)
 
 
@@ -123,9 +135,9 @@ def _int_per_element(draw: Any, shape: tuple[int, ...], dtype: np.dtype, low: np
     lo = np.broadcast_to(low, shape).astype(object)
     hi = np.broadcast_to(high, shape).astype(object)
     anchor = np.where(lo > 0, lo, np.where(hi < 0, hi, 0))
-    unit = draw(arrays(np.uint64, shape)).astype(object)
-    downward = draw(arrays(np.bool_, shape, elements=st.booleans()))
-    edge = draw(arrays(np.int8, shape, elements=st.integers(0, 2)))  # 1: exactly low, 2: exactly high
+    unit = draw(_arrays(np.dtype(np.uint64), shape)).astype(object)
+    downward = draw(_arrays(np.dtype(bool), shape, elements=st.booleans()))
+    edge = draw(_arrays(np.dtype(np.int8), shape, elements=st.integers(0, 2)))  # 1: exactly low, 2: exactly high
     value = np.where(downward, anchor - unit % (anchor - lo + 1), anchor + unit % (hi - anchor + 1))
     value = np.where(edge == 1, lo, np.where(edge == 2, hi, value))
     return np.asarray(np.asarray(value).astype(dtype), dtype=dtype)
@@ -155,15 +167,15 @@ def _round_inward(x: np.ndarray, dtype: np.dtype, up: bool) -> np.ndarray:
 def _float_values(space: FloatBox, sizes: dict[str, int | None], float_limit: float) -> st.SearchStrategy:
     shape, dtype = _full_shape(space, sizes), space.dtype
     if space.low.size == 0:
-        return arrays(dtype, shape, elements=st.just(dtype.type(0)))
+        return _arrays(dtype, shape, elements=st.just(dtype.type(0)))
     lo_f, hi_f = _finite_bounds(space, float_limit)
     lo, hi = _single(space.low), _single(space.high)
     if lo is not None and hi is not None:
         if lo == hi:  # pinned, possibly to an infinity
-            return arrays(dtype, shape, elements=st.just(lo))
-        elements = from_dtype(dtype, min_value=float(lo_f.flat[0]), max_value=float(hi_f.flat[0]),
-                              allow_nan=False, allow_infinity=False)
-        return arrays(dtype, shape, elements=elements)
+            return _arrays(dtype, shape, elements=st.just(lo))
+        elements = _from_dtype(dtype, min_value=float(lo_f.flat[0]), max_value=float(hi_f.flat[0]),
+                               allow_nan=False, allow_infinity=False)
+        return _arrays(dtype, shape, elements=elements)
     return _float_per_element(shape, dtype, lo_f, hi_f, space.low, space.low == space.high)
 
 
@@ -174,8 +186,8 @@ def _float_per_element(draw: Any, shape: tuple[int, ...], dtype: np.dtype, lo_f:
     lo64, hi64 = lo_t.astype(np.float64), hi_t.astype(np.float64)
     anchor = np.clip(0.0, lo64, hi64)
     # t in [-1, 1] walks from the anchor towards low (t < 0) or high (t > 0); shrinks to the anchor.
-    t = draw(arrays(np.float64, shape, elements=st.floats(-1.0, 1.0)))
-    edge = draw(arrays(np.int8, shape, elements=st.integers(0, 2)))  # 1: exactly low, 2: exactly high
+    t = draw(_arrays(np.dtype(np.float64), shape, elements=st.floats(-1.0, 1.0)))
+    edge = draw(_arrays(np.dtype(np.int8), shape, elements=st.integers(0, 2)))  # 1: exactly low, 2: exactly high
     side = np.where(t < 0, lo64, hi64)
     frac = np.abs(t)
     value = anchor * (1.0 - frac) + side * frac  # a convex combination cannot overflow
@@ -187,12 +199,12 @@ def _float_per_element(draw: Any, shape: tuple[int, ...], dtype: np.dtype, lo_f:
 
 @_values.register(Dict)
 def _dict_values(space: Dict, sizes: dict[str, int | None], float_limit: float) -> st.SearchStrategy:
-    return st.fixed_dictionaries({k: _values(s, sizes, float_limit) for k, s in space.items()})
+    return st.fixed_dictionaries({k: _space_values(s, sizes["B"], sizes["T"], float_limit) for k, s in space.items()})
 
 
 @_values.register(Tuple)
 def _tuple_values(space: Tuple, sizes: dict[str, int | None], float_limit: float) -> st.SearchStrategy:
-    return st.tuples(*(_values(s, sizes, float_limit) for s in space))
+    return st.tuples(*(_space_values(s, sizes["B"], sizes["T"], float_limit) for s in space))
 
 
 # ---- spaces --------------------------------------------------------------------------
@@ -238,7 +250,7 @@ def spaces(max_depth: int = 2, max_leaves: int = 5, allow_ranks: bool = True,
 def _spaces(draw: Any, max_depth: int, max_leaves: int, allow_ranks: bool, dtypes: tuple[str, ...],
             max_rank: int, max_dim: int) -> Space:
     batch, time, major = draw(st.sampled_from(_RANKS)) if allow_ranks else _RANKS[0]
-    ranks = dict(batch_rank=batch, time_rank=time, time_major=major)
+    ranks = (batch, time, major)
     budget = [max_leaves]
 
     def tree(depth: int) -> Space:
@@ -247,7 +259,7 @@ def _spaces(draw: Any, max_depth: int, max_leaves: int, allow_ranks: bool, dtype
             budget[0] -= 1
             return draw(_leaves(dtypes, max_rank, max_dim, ranks))
         n = draw(st.integers(0, 3))
-        keys = draw(st.lists(DICT_KEYS, min_size=n, max_size=n, unique=True)) if kind == "dict" else range(n)
+        keys = draw(_key_lists(n)) if kind == "dict" else range(n)
         children = []
         for key in keys:
             if budget[0] <= 0:
@@ -258,6 +270,12 @@ def _spaces(draw: Any, max_depth: int, max_leaves: int, allow_ranks: bool, dtype
     return tree(max_depth)
 
 
+@_memo
+def _key_lists(n: int) -> st.SearchStrategy[list[str]]:
+    return st.lists(DICT_KEYS, min_size=n, max_size=n, unique=True)
+
+
+@_memo
 @st.composite
 def _shapes(draw: Any, max_rank: int, max_dim: int) -> tuple[int, ...]:
     rank = draw(st.integers(0, max_rank))
@@ -265,8 +283,11 @@ def _shapes(draw: Any, max_rank: int, max_dim: int) -> tuple[int, ...]:
     return tuple(draw(st.lists(st.integers(smallest, max_dim), min_size=rank, max_size=rank)))
 
 
+@_memo
 @st.composite
-def _leaves(draw: Any, dtypes: tuple[str, ...], max_rank: int, max_dim: int, ranks: dict[str, bool]) -> Space:
+def _leaves(draw: Any, dtypes: tuple[str, ...], max_rank: int, max_dim: int,
+            rank_flags: tuple[bool, bool, bool]) -> Space:
+    ranks = dict(zip(("batch_rank", "time_rank", "time_major"), rank_flags))
     # Kind first, then the dtype: else the eight int dtypes would crowd out floats and bools.
     kinds = [[d for d in dtypes if np.dtype(d).kind in k] for k in ("f", "iu", "b")]
     name = draw(st.sampled_from(draw(st.sampled_from([names for names in kinds if names]))))
@@ -293,21 +314,23 @@ def _leaves(draw: Any, dtypes: tuple[str, ...], max_rank: int, max_dim: int, ran
     return IntBox(low=low, high=high, shape=shape, dtype=name, **ranks)
 
 
+@_memo
 @st.composite
 def _ordered_bounds(draw: Any, dtype: np.dtype, shape: tuple[int, ...]) -> tuple[Any, Any]:
     """``low <= high`` of the dtype: Python scalars, or arrays of ``shape`` (per element)."""
-    finite = from_dtype(dtype, allow_nan=False, allow_infinity=False)
+    finite = _from_dtype(dtype, allow_nan=False, allow_infinity=False)
     if draw(st.sampled_from(("scalar", "per element"))) == "scalar":
         a, b = draw(finite).item(), draw(finite).item()
         low, high = min(a, b), max(a, b)
     else:
-        a, b = draw(arrays(dtype, shape, elements=finite)), draw(arrays(dtype, shape, elements=finite))
+        a, b = draw(_arrays(dtype, shape, elements=finite)), draw(_arrays(dtype, shape, elements=finite))
         low, high = np.minimum(a, b), np.maximum(a, b)
     if draw(st.sampled_from(("range", "pinned"))) == "pinned":
         high = low
     return low, high
 
 
+@_memo
 @st.composite
 def _float_bounds(draw: Any, dtype: np.dtype, shape: tuple[int, ...]) -> tuple[Any, Any]:
     """Float bounds, or ``(None, None)`` for an unbounded box; infinities only where open."""
@@ -320,7 +343,7 @@ def _float_bounds(draw: Any, dtype: np.dtype, shape: tuple[int, ...]) -> tuple[A
     if mode == "high only":
         return -np.inf, high
     if mode == "some open" and np.ndim(low) > 0:
-        open_low = draw(arrays(np.bool_, shape, elements=st.booleans()))
-        open_high = draw(arrays(np.bool_, shape, elements=st.booleans()))
+        open_low = draw(_arrays(np.dtype(bool), shape, elements=st.booleans()))
+        open_high = draw(_arrays(np.dtype(bool), shape, elements=st.booleans()))
         return np.where(open_low, -np.inf, low), np.where(open_high, np.inf, high)
     return low, high

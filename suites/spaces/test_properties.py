@@ -33,7 +33,12 @@ def rebuilt(leaf: BoxSpace) -> BoxSpace:
         return BoolBox(list(leaf.shape), **ranks)
     if isinstance(leaf, FloatBox):
         return FloatBox(leaf.shape, leaf.low.copy(), leaf.high.copy(), leaf.dtype.name, **ranks)
-    return IntBox(low=leaf.low.tolist(), high=leaf.high.tolist(), shape=leaf.shape, dtype=leaf.dtype, **ranks)
+    return IntBox(low=as_python(leaf.low), high=as_python(leaf.high), shape=leaf.shape, dtype=leaf.dtype, **ranks)
+
+
+def as_python(bound: np.ndarray):
+    """Nested lists of Python ints (as a spec file gives them); empty bounds stay arrays to keep their shape."""
+    return bound.tolist() if bound.size else bound.copy()
 
 
 # ---- sampling and containment --------------------------------------------------------
@@ -271,7 +276,7 @@ def changed_leaves(leaf: BoxSpace) -> list[BoxSpace]:
     fits = [d for d in ("int64", "uint64", "int32", "uint8") if d != leaf.dtype.name and
             (not low.size or (np.iinfo(d).min <= int(low.min()) and int(high.max()) <= np.iinfo(d).max))]
     if fits:
-        out.append(IntBox(low=low.tolist(), high=high.tolist(), shape=leaf.shape, dtype=fits[0], **ranks))
+        out.append(IntBox(low=as_python(low), high=as_python(high), shape=leaf.shape, dtype=fits[0], **ranks))
     if low.size:
         new_low, new_high = changed_bounds(leaf)
         out.append(IntBox(low=new_low, high=new_high, shape=leaf.shape, dtype=leaf.dtype, **ranks))

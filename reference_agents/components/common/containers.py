@@ -29,7 +29,7 @@ def _split_output_spaces(self: "ContainerSplitter", inputs: Space) -> Any:
     return parts if len(parts) > 1 else parts[0]
 
 
-def _split(self: "ContainerSplitter", F: Any, inputs: Any) -> Any:
+def _graph_fn_split(self: "ContainerSplitter", F: Any, inputs: Any) -> Any:
     parts = tuple(inputs[k] for k in self.keys)
     return parts if len(parts) > 1 else parts[0]
 
@@ -67,7 +67,7 @@ class ContainerSplitter(Component):
         self.keys: tuple[str | int, ...] = tuple(keys)
         # The number of outputs depends on the instance, so the graph function is made per
         # instance (a class-level @graph_fn fixes `returns` for every splitter).
-        self._split_fn = graph_fn(returns=len(keys), output_spaces=_split_output_spaces)(_split)
+        self._split_fn = graph_fn(returns=len(keys), output_spaces=_split_output_spaces)(_graph_fn_split)
 
     def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
         """Requires a Dict (string keys) or Tuple (int keys) holding every key."""
@@ -133,7 +133,8 @@ class ContainerMerger(Component):
         space = input_spaces["values"]
         if not isinstance(space, Tuple) or len(space) != self.arity:
             target = f"keys {list(self.keys)}" if self.tuple_size is None else f"tuple_size={self.tuple_size}"
-            raise self.space_mismatch("values", f"a Tuple of {self.arity} values (for {target})", space)
+            count = f"{self.arity} value{'s' if self.arity != 1 else ''}"
+            raise self.space_mismatch("values", f"a Tuple of {count} (for {target})", space)
 
     @api
     def merge(self, values: tuple) -> Any:

@@ -11,7 +11,7 @@ from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, Space
 
 
-def check_initializer(owner: str, argument: str, initializer: Any) -> None:
+def _check_initializer(owner: str, argument: str, initializer: Any) -> None:
     """Raises ValueError naming ``argument`` if ``initializer`` is not one `get_variable` accepts.
 
     Strings are checked by drawing a small probe value with the core's own
@@ -65,9 +65,9 @@ class Dense(Component):
             raise ValueError(f"Dense: activation must be None or one of {ACTIVATIONS}; got {activation!r}")
         if not isinstance(use_bias, bool):
             raise ValueError(f"Dense: use_bias must be a bool; got {use_bias!r}")
-        check_initializer("Dense", "kernel_initializer", kernel_initializer)
+        _check_initializer("Dense", "kernel_initializer", kernel_initializer)
         if use_bias:
-            check_initializer("Dense", "bias_initializer", bias_initializer)
+            _check_initializer("Dense", "bias_initializer", bias_initializer)
         super().__init__(scope=scope)
         self.units = int(units)
         self.activation = activation

@@ -1,0 +1,1 @@
+"""NumPy oracles and stateful models for the component specs, and the fixture roots some specs build."""

@@ -123,6 +123,7 @@ class GraphExecutor:
         profile.build_total = time.perf_counter() - start
         profile.variables = len(root.all_variables())
         self.root = root
+        self._assembly = assembly
         self.graph = BuiltGraph(root, apis, components, profile)
         self._calls = {name: self._make_call(api) for name, api in apis.items()}
         return profile

@@ -165,13 +165,17 @@ class Assembler:
                 f"to each other only through API methods"
             )
         bound = self._bind(component, spec, args, kwargs, "graph function")
-        outputs = [Record(f"{component.global_scope}.{spec.name}[{i}]") for i in range(spec.returns)]
+        try:
+            count = spec.count(component)
+        except TypeError as exc:
+            raise AssemblyError(str(exc)) from None
+        outputs = [Record(f"{component.global_scope}.{spec.name}[{i}]") for i in range(count)]
         step = GraphFnCall(component, spec, tuple(bound.values()), outputs, tuple(self._stack))
         assert self._trace is not None
         self._trace.steps.append(step)
-        if spec.returns == 0:
+        if count == 0:
             return None
-        if spec.returns == 1:
+        if count == 1:
             return outputs[0]
         return tuple(outputs)
 

@@ -207,7 +207,7 @@ class Builder:
             except Exception as exc:
                 raise BuildError(f"output_spaces of graph function {step.where} failed for input spaces "
                                  f"{arg_spaces}: {type(exc).__name__}: {exc}") from exc
-            outs = [out] if spec.returns == 1 else list(out or ())
+            outs = [out] if len(step.outputs) == 1 else list(out or ())
             for rec, space in zip(step.outputs, outs):
                 rec.space = parse(space)
             return
@@ -227,17 +227,18 @@ class Builder:
             finally:
                 self.profile.op_creation += time.perf_counter() - start
         self.profile.graph_fn_calls += 1
-        if spec.returns == 0:
+        count = len(step.outputs)
+        if count == 0:
             return
         per_run = []
         for res in results:
-            if spec.returns == 1:
+            if count == 1:
                 per_run.append([res])
-            elif isinstance(res, (tuple, list)) and len(res) == spec.returns:
+            elif isinstance(res, (tuple, list)) and len(res) == count:
                 per_run.append(list(res))
             else:
                 got = f"{type(res).__name__} of length {len(res)}" if isinstance(res, (tuple, list)) else type(res).__name__
-                raise BuildError(f"graph function {step.where} declares returns={spec.returns} but returned {got}")
+                raise BuildError(f"graph function {step.where} declares returns={count} but returned {got}")
         for i, rec in enumerate(step.outputs):
             rec.space = self._infer_space(step, i, per_run[0][i], per_run[1][i])
 
@@ -295,6 +296,7 @@ class Builder:
     def run(self) -> list[Component]:
         comps = self.assembly.components()
         pending_comps = list(comps)
+        self._used = {id(c) for c in comps}
         steps = [s for t in self.assembly.traces.values() for s in t.steps]
         pending = list(steps)
         built: set[int] = set()
@@ -302,7 +304,7 @@ class Builder:
             progress = False
             for comp in list(pending_comps):
                 spaces, missing = self.component_spaces(comp)
-                deps = comp.variable_dependencies()
+                deps = self._dependencies(comp)
                 if missing or any(id(d) not in built for d in deps):
                     continue
                 self.build_component(comp, spaces)
@@ -322,6 +324,10 @@ class Builder:
         self.profile.components = len(comps)
         return comps
 
+    def _dependencies(self, comp: Component) -> list[Component]:
+        """The components ``comp`` waits for: its variable dependencies and their used descendants."""
+        return [d for dep in comp.variable_dependencies() for d in dep.walk() if d is dep or id(d) in self._used]
+
     def _stuck_report(self, comps: list[Component], steps: list[GraphFnCall], built: set[int]) -> str:
         lines = ["the build cannot go on; these components are not input-complete:"]
         for comp in comps:
@@ -331,7 +337,7 @@ class Builder:
                 origin = (f"it comes from graph function {src.where}, which is not built yet" if src
                           else "no space reaches it")
                 lines.append(f"  - {comp.global_scope}: argument {arg!r} of API method {method!r} has no space ({origin})")
-            for dep in comp.variable_dependencies():
+            for dep in self._dependencies(comp):
                 if id(dep) not in built:
                     lines.append(f"  - {comp.global_scope}: waits for the variables of {dep.global_scope}")
         lines.append("an argument that does not shape the component's variables can be declared "

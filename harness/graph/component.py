@@ -141,7 +141,11 @@ class Component:
         """Creates this component's variables with `get_variable`, once its input spaces are known."""
 
     def variable_dependencies(self) -> list["Component"]:
-        """Components whose variables must exist before this one's graph functions run."""
+        """Components whose variables must exist before this one builds.
+
+        The build waits for each of them and for those of their descendants that
+        take part in the root API (e.g. a `Synchronizer` waits for both networks).
+        """
         return []
 
     # ---- helpers for subclasses -------------------------------------------------------

@@ -88,12 +88,20 @@ class GraphFnSpec:
     name: str
     fn: Callable
     arg_names: tuple[str, ...]
-    returns: int = 1
+    returns: int | Callable[[Any], int] = 1
     split: bool = False
     flatten: bool = False
     pass_key: bool = False
     output_spaces: Callable | None = None
     bodies: dict[str, Callable] = field(default_factory=dict)
+
+    def count(self, component: Any) -> int:
+        """How many values the function returns for ``component`` (``returns`` may depend on it)."""
+        n = self.returns(component) if callable(self.returns) else self.returns
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise TypeError(f"graph function {type(component).__name__}.{self.name}: returns must give an int >= 0; "
+                            f"got {n!r}")
+        return n
 
     def body(self, backend: str) -> Callable:
         """The function to run on ``backend``: its own body if given, else the shared one."""
@@ -146,7 +154,7 @@ class GraphFn:
         return bound
 
 
-def graph_fn(fn: Callable | None = None, *, returns: int = 1, split: bool = False, flatten: bool = False,
+def graph_fn(fn: Callable | None = None, *, returns: int | Callable[[Any], int] = 1, split: bool = False, flatten: bool = False,
              pass_key: bool = False, output_spaces: Callable | None = None) -> Any:
     """Declares a graph function: the only code that touches tensors.
 
@@ -156,7 +164,8 @@ def graph_fn(fn: Callable | None = None, *, returns: int = 1, split: bool = Fals
 
     Args:
         returns: how many values the function returns (0 for none, 1 for one value,
-            which may be a nested dict/tuple of tensors, N for a tuple of N).
+            which may be a nested dict/tuple of tensors, N for a tuple of N), or
+            ``fn(self) -> int`` where the count depends on the instance.
         split: call the function once per leaf of the container inputs (all
             container inputs must share one structure; other inputs are passed
             whole) and re-nest each output by that structure.
@@ -169,7 +178,7 @@ def graph_fn(fn: Callable | None = None, *, returns: int = 1, split: bool = Fals
     """
 
     def wrap(f: Callable) -> GraphFn:
-        if returns < 0:
+        if not callable(returns) and returns < 0:
             raise TypeError(f"@graph_fn {f.__qualname__}: returns must be >= 0; got {returns}")
         if pass_key and not split:
             raise TypeError(f"@graph_fn {f.__qualname__}: pass_key=True needs split=True")

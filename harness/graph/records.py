@@ -86,7 +86,7 @@ class GraphFnCall:
     component: Component
     spec: GraphFnSpec
     args: tuple                    # records, nested structures of records, or constants
-    outputs: list[Record]
+    outputs: list[Record]               # one record per returned value (len = the return count)
     api_stack: tuple[tuple[Component, str], ...] = field(default_factory=tuple)
 
     @property

@@ -53,7 +53,7 @@ def _split_step(step: GraphFnCall, body: Callable, arg_spaces: list[Space | None
                 f"{paths} vs {structures[i][0]}"
             )
     is_container = [i in structures for i in range(len(arg_spaces))]
-    pass_key, returns = spec.pass_key, spec.returns
+    pass_key, returns = spec.pass_key, len(step.outputs)
 
     def split_call(*args: Any) -> Any:
         flat = [optree.tree_leaves(a) if c else None for a, c in zip(args, is_container)]

@@ -18,7 +18,8 @@ INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "u
 
 
 def ordered(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return np.minimum(a, b), np.maximum(a, b)
+    # + 0 turns -0.0 into 0.0: numpy's uniform() rejects low=0.0, high=-0.0 as "high - low < 0".
+    return np.minimum(a, b) + 0, np.maximum(a, b) + 0
 
 
 @st.composite
@@ -35,7 +36,7 @@ def float_boxes(draw) -> gs.Box:
     if mode == "high only":
         return gs.Box(-np.inf, high, shape, dtype)
     if mode == "scalar":
-        lo, hi = sorted((draw(bound), draw(bound)))
+        lo, hi = sorted((draw(bound) + 0, draw(bound) + 0))
         return gs.Box(dtype(lo), dtype(hi), shape, dtype)
     return gs.Box(low, high, shape, dtype)
 

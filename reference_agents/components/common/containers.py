@@ -29,11 +29,6 @@ def _split_output_spaces(self: "ContainerSplitter", inputs: Space) -> Any:
     return parts if len(parts) > 1 else parts[0]
 
 
-def _graph_fn_split(self: "ContainerSplitter", F: Any, inputs: Any) -> Any:
-    parts = tuple(inputs[k] for k in self.keys)
-    return parts if len(parts) > 1 else parts[0]
-
-
 class ContainerSplitter(Component):
     """Takes the values at some keys out of a `Dict` or `Tuple` value.
 
@@ -65,9 +60,6 @@ class ContainerSplitter(Component):
         _check_unique("ContainerSplitter", keys)
         super().__init__(scope=scope)
         self.keys: tuple[str | int, ...] = tuple(keys)
-        # The number of outputs depends on the instance, so the graph function is made per
-        # instance (a class-level @graph_fn fixes `returns` for every splitter).
-        self._split_fn = graph_fn(returns=len(keys), output_spaces=_split_output_spaces)(_graph_fn_split)
 
     def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
         """Requires a Dict (string keys) or Tuple (int keys) holding every key."""
@@ -86,8 +78,13 @@ class ContainerSplitter(Component):
     @api
     def split(self, inputs: Any) -> tuple:
         """The values of ``inputs`` at the keys, as a tuple in key order."""
-        out = self._split_fn.__get__(self, type(self))(inputs)
+        out = self._graph_fn_split(inputs)
         return out if len(self.keys) > 1 else (out,)
+
+    @graph_fn(returns=lambda self: len(self.keys), output_spaces=_split_output_spaces)
+    def _graph_fn_split(self, F: Any, inputs: Any) -> Any:
+        parts = tuple(inputs[k] for k in self.keys)
+        return parts if len(parts) > 1 else parts[0]
 
 
 class ContainerMerger(Component):

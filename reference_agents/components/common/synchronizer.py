@@ -55,14 +55,8 @@ class Synchronizer(Component):
         self._pairs: list[tuple[Any, Any]] = []
 
     def variable_dependencies(self) -> list[Component]:
-        """``source``, ``target`` and their descendants, which must all have variables before `sync` builds.
-
-        The build waits only for the components listed here, not for their
-        descendants, so the descendants are listed too (a source whose
-        sub-components are not all used by some root API method cannot be
-        synchronized).
-        """
-        return [c for comp in (self.source, self.target) for c in comp.walk()]
+        """``source`` and ``target``: the build waits for them and their used sub-components."""
+        return [self.source, self.target]
 
     def create_variables(self, input_spaces: dict[str, Space]) -> None:
         """Pairs the source's variables with the target's; raises BuildError where they differ."""

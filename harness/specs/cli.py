@@ -1,0 +1,171 @@
+"""The `spacegraph spec` subcommands: validate spec files, report spec coverage, print the JSON Schema."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+#: Where the committed JSON Schema lives, relative to the repository root.
+SCHEMA_FILE = Path("specs") / "schema.json"
+
+
+# ---- validate ----------------------------------------------------------------------------------
+
+
+def collect_spec_files(paths: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The spec files among ``paths`` (files, or folders searched like `find_specs`).
+
+    Returns:
+        The files, and ``(path, problem)`` for paths that do not exist or hold no spec.
+    """
+    from harness.specs.loader import find_specs
+
+    files, problems = [], []
+    for path in paths:
+        if os.path.isdir(path):
+            found = find_specs(path)
+            if not found:
+                problems.append((path, "the folder holds no *.yaml or *.yml spec files"))
+            files += found
+        elif os.path.isfile(path):
+            files.append(path)
+        else:
+            problems.append((path, "no such file or folder"))
+    return list(dict.fromkeys(files)), problems
+
+
+def lint(loaded: Any) -> list[tuple[str, str]]:
+    """Checks beyond `load_spec`: the config builds the component, bad spaces name known arguments.
+
+    Args:
+        loaded: a `LoadedSpec`.
+
+    Returns:
+        ``(key path, problem)`` pairs; empty when the spec is fine.
+    """
+    problems = []
+    spec = loaded.spec
+    try:
+        inspect.signature(loaded.component_class).bind(**spec.config)
+    except TypeError as exc:
+        params = [p for p in inspect.signature(loaded.component_class).parameters.values()
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        problems.append(("config", f"does not fit {loaded.component_class.__name__}"
+                         f"({', '.join(p.name for p in params)}): {exc}"))
+    else:
+        try:
+            loaded.make()
+        except Exception as exc:  # the constructor's own argument checks, whatever they raise
+            problems.append(("config", f"{loaded.component_class.__name__}(**config) raised "
+                             f"{type(exc).__name__}: {exc}"))
+    for i, entry in enumerate(spec.bad_spaces):
+        for arg in entry:
+            if arg not in spec.input_spaces:
+                problems.append((f"bad_spaces.{i}.{arg}", f"not an argument in input_spaces "
+                                 f"(expected one of {sorted(spec.input_spaces)})"))
+    return problems
+
+
+def validate(paths: list[str], out: TextIO | None = None) -> int:
+    """Loads every spec file under ``paths`` and prints ``OK`` or its located problems.
+
+    Args:
+        paths: spec files or folders (a folder holding ``components/`` is searched there).
+        out: where to print (default stdout).
+
+    Returns:
+        0 when every file is valid, else 1.
+    """
+    from harness.specs.loader import SpecError, load_spec
+
+    out = out or sys.stdout
+    files, missing = collect_spec_files(paths)
+    for path, problem in missing:
+        print(f"{path}: {problem}", file=out)
+    bad = 0
+    for path in files:
+        try:
+            problems = lint(load_spec(path))
+        except SpecError as exc:
+            problems = exc.problems
+        if problems:
+            bad += 1
+            for key, msg in problems:
+                print(f"{path}: {key or '<top>'}: {msg}", file=out)
+        else:
+            print(f"{path}: OK", file=out)
+    print(f"{len(files)} spec file(s) checked, {bad} with problems", file=out)
+    return 1 if bad or missing else 0
+
+
+# ---- schema ------------------------------------------------------------------------------------
+
+
+def schema_text() -> str:
+    """The JSON Schema of the spec format, as written to ``specs/schema.json``."""
+    from harness.specs.schema import ComponentSpec
+
+    return json.dumps(ComponentSpec.model_json_schema(), indent=2) + "\n"
+
+
+# ---- argparse ----------------------------------------------------------------------------------
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """`spacegraph spec validate`."""
+    return validate(args.paths or ["specs"])
+
+
+def cmd_coverage(args: argparse.Namespace) -> int:
+    """`spacegraph spec coverage`."""
+    from harness.specs.coverage import coverage, format_report
+
+    report = coverage(args.package, args.specs)
+    print(format_report(report, verbose=args.verbose))
+    return 0 if report.ok else 1
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """`spacegraph spec schema`."""
+    text = schema_text()
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def add_spec_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Registers ``spec validate|coverage|schema`` on the `spacegraph` command's subparsers.
+
+    Each leaf parser sets ``fn`` to a function ``fn(args) -> exit code``.
+
+    Args:
+        subparsers: what ``ArgumentParser.add_subparsers`` returned.
+
+    Returns:
+        The ``spec`` parser.
+    """
+    spec = subparsers.add_parser("spec", help="validate spec files, report spec coverage, print the spec schema")
+    sub = spec.add_subparsers(dest="spec_command", required=True)
+
+    validate_p = sub.add_parser("validate", help="check spec files; print OK or located problems; exit 1 on any")
+    validate_p.add_argument("paths", nargs="*", metavar="PATH", help="spec files or folders (default: specs/)")
+    validate_p.set_defaults(fn=cmd_validate)
+
+    coverage_p = sub.add_parser("coverage", help="list component and agent classes no spec names; exit 1 if any")
+    coverage_p.add_argument("--package", default="reference_agents", help="package to search for classes")
+    coverage_p.add_argument("--specs", default="specs", help="folder holding components/ and agents/")
+    coverage_p.add_argument("-v", "--verbose", action="store_true", help="also list exempt classes")
+    coverage_p.set_defaults(fn=cmd_coverage)
+
+    schema_p = sub.add_parser("schema", help="print (or write) the JSON Schema of spec files")
+    schema_p.add_argument("--out", metavar="FILE", help=f"write it here (the repository keeps {SCHEMA_FILE})")
+    schema_p.set_defaults(fn=cmd_schema)
+    return spec

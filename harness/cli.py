@@ -32,8 +32,13 @@ def cmd_build(args: argparse.Namespace) -> int:
         factory, spaces = load_target(args.target, config, _kv(args.space, "--space"))
     except ValueError as exc:
         raise SystemExit(f"spacegraph build: {exc}") from None
+    from harness.graph.errors import SpacegraphError
+
     for backend in args.backend:
-        result = profile_build(factory, spaces, backend, repeats=args.repeats if args.profile else 1)
+        try:
+            result = profile_build(factory, spaces, backend, repeats=args.repeats if args.profile else 1)
+        except (SpacegraphError, ValueError, TypeError) as exc:
+            raise SystemExit(f"spacegraph build {args.target} ({backend}): {type(exc).__name__}: {exc}") from None
         print(to_json(result) if args.json else format_profile(result))
     return 0
 
@@ -53,7 +58,10 @@ def cmd_spaces(args: argparse.Namespace) -> int:
         space = parse(args.text)
     except ValueError as exc:
         raise SystemExit(f"spacegraph spaces: {exc}") from None
-    value = space.sample(args.size, rng=args.seed)
+    try:
+        value = space.sample(args.size, rng=args.seed)
+    except ValueError as exc:
+        raise SystemExit(f"spacegraph spaces: {exc}") from None
     print(f"space:  {space!r}")
     for path, leaf in space.flatten().items():
         print(f"  {path or '<root>'}: {leaf!r}  full shape {leaf.full_shape()}")

@@ -7,8 +7,6 @@ import json
 import statistics
 from typing import Any, Callable
 
-import yaml
-
 from harness.execution.executor import GraphExecutor
 from harness.graph import Component
 from harness.spaces import parse
@@ -33,25 +31,23 @@ def load_class(path: str) -> type:
 
 
 def load_target(target: str, config: dict | None = None, spaces: dict | None = None) -> tuple[Callable[[], Component], dict]:
-    """A component factory and input spaces from a YAML file or a class path.
+    """A component factory and input spaces from a spec file or a class path.
 
-    A YAML file gives ``class``, ``config`` (constructor keyword arguments) and
-    ``input_spaces`` (argument name -> space text); ``config``/``spaces`` given
-    here override its entries.
+    A spec file (``specs/components/*.yaml``) gives the class, its config and the
+    input spaces; ``config``/``spaces`` given here override its entries.
+
+    Raises:
+        ValueError: naming the file or class path and what is wrong.
     """
     file_spaces: dict[str, Any] = {}
     file_config: dict[str, Any] = {}
     if target.endswith((".yaml", ".yml")):
-        try:
-            with open(target) as fh:
-                data = yaml.safe_load(fh) or {}
-        except OSError as exc:
-            raise ValueError(f"cannot read {target}: {exc}") from None
-        if not isinstance(data, dict) or "class" not in data:
-            raise ValueError(f"{target}: expected a mapping with a 'class' key")
-        cls = load_class(data["class"])
-        file_config = data.get("config") or {}
-        file_spaces = data.get("input_spaces") or {}
+        from harness.specs import load_spec
+
+        loaded = load_spec(target)  # SpecError is a ValueError naming the file and key path
+        cls = loaded.component_class
+        file_config = dict(loaded.spec.config)
+        file_spaces = dict(loaded.spec.input_spaces)
     else:
         cls = load_class(target)
     kwargs = {**file_config, **(config or {})}

@@ -134,8 +134,10 @@ FEATURES = {
     "a zero dimension": lambda s: any(0 in leaf.shape for leaf in leaves(s)),
     "a rank-3 leaf": lambda s: any(leaf.rank == 3 for leaf in leaves(s)),
     "per-element bounds": lambda s: any(leaf.low.size > 1 and len(np.unique(leaf.low)) > 1 for leaf in leaves(s)),
-    "pinned bounds": lambda s: any(not isinstance(leaf, BoolBox) and leaf.low.size and np.all(leaf.low == leaf.high)
-                                   for leaf in leaves(s)),
+    "pinned float bounds": lambda s: any(isinstance(leaf, FloatBox) and leaf.low.size and np.all(leaf.low == leaf.high)
+                                         for leaf in leaves(s)),
+    "pinned int bounds": lambda s: any(isinstance(leaf, IntBox) and leaf.low.size > 1 and np.all(leaf.low == leaf.high)
+                                       and len(np.unique(leaf.low)) > 1 for leaf in leaves(s)),
     "an unbounded float": lambda s: any(isinstance(leaf, FloatBox) and not leaf.bounded for leaf in leaves(s)),
     "a half-open float": lambda s: any(isinstance(leaf, FloatBox) and leaf.low.size and np.all(np.isfinite(leaf.low))
                                        and np.all(np.isinf(leaf.high)) for leaf in leaves(s)),

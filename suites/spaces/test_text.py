@@ -54,10 +54,12 @@ def test_text_examples_parse(text, expected):
     (Dict(obs=FloatBox(4, **B), mask=BoolBox(2)), "{mask: bool[2], obs: float32[B,4]}"),
     (Tuple(BoolBox()), "(bool[],)"),
     (Dict({"a b": BoolBox(), "inf": BoolBox()}), '{"a b": bool[], inf: bool[]}'),
+    (Dict({"a\n": BoolBox(), "é": BoolBox(), 'say "hi"': BoolBox()}), '{"a\\n": bool[], "say \\"hi\\"": bool[], "\\u00e9": bool[]}'),
     (IntBox(low=[[0], [1]], high=3, shape=(2, 1)), "int64[2,1]([[0],[1]],3)"),
 ])
 def test_format_examples(space, text):
     assert repr(space) == str(space) == format_space(space) == text
+    assert parse(text) == space
 
 
 def test_format_without_ranks():

@@ -1,0 +1,132 @@
+"""The parity check: TensorFlow and PyTorch builds given the same weights agree, by value or by statistics."""
+
+from __future__ import annotations
+
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from harness.specs import LoadedSpec, MethodSpec
+from harness.testing.spec_checks import (
+    Built, built, compare_outputs, describe_value, example_count, fail, input_strategy, leaves, method_args,
+    run_examples, stateless_methods, tolerance, with_fixed,
+)
+
+__all__ = ["check_parity", "z_test"]
+
+PAIR = "tf-torch"
+#: Most hypothesis examples for a statistical comparison (each runs ``samples`` calls per backend).
+MAX_STATISTICAL_EXAMPLES = 3
+
+
+def check_parity(spec: LoadedSpec) -> None:
+    """TF and torch builds agree on hypothesis inputs once torch is given TF's weights.
+
+    The torch build uses another seed, so agreement cannot come from equal initial
+    values, only from `set_weights`. Stochastic methods are compared with their
+    ``deterministic_inputs`` if given, else by statistics (see `z_test`).
+    """
+    tf, torch = built(spec, "tf"), built(spec, "torch", seed=spec.spec.seed + 1, instance="parity")
+    tf.restore()
+    try:
+        torch.restore(tf.initial)
+    except ValueError as exc:
+        raise fail(spec, "parity", PAIR, f"the torch build cannot take the tf build's weights: {exc}") from exc
+    examples = example_count(spec)
+    for method in stateless_methods(spec):
+        mspec = spec.spec.methods[method]
+        if mspec.stochastic and not mspec.deterministic_inputs:
+            _compare_statistics(spec, method, mspec, tf, torch, examples)
+        else:
+            _compare_values(spec, method, mspec, tf, torch, examples)
+
+
+def _compare_values(spec: LoadedSpec, method: str, mspec: MethodSpec, tf: Built, torch: Built,
+                    examples: int) -> None:
+    tol = tolerance(spec, method)
+    given = " and the same deterministic_inputs" if mspec.deterministic_inputs else ""
+
+    def body(inputs: dict[str, Any]) -> None:
+        inputs = with_fixed(tf, method, inputs, mspec.deterministic_inputs)
+        expected, actual = tf.call(method, inputs), torch.call(method, inputs)
+        diff = compare_outputs(actual, expected, tol, exact_dtype=True)
+        if diff:
+            raise fail(spec, "parity", PAIR, f"method {method!r}: torch (actual) differs from tf (expected) given "
+                       f"the same weights{given}: {diff}\n  inputs:\n{describe_value(inputs)}")
+
+    run_examples(spec, f"parity/{method}", input_strategy(spec, method_args(tf, method)), body, examples)
+
+
+def _samples(b: Built, method: str, inputs: dict[str, Any], n: int) -> tuple[np.ndarray, list[tuple[str, tuple]]]:
+    """``n`` calls' outputs as rows of one float64 matrix, and the (key path, shape) layout of a row."""
+    rows, layout = [], None
+    for _ in range(n):
+        parts = [(path, np.asarray(leaf)) for path, leaf in leaves(b.call(method, inputs)) if leaf is not None]
+        if layout is None:
+            layout = [(path, arr.shape) for path, arr in parts]
+        rows.append(np.concatenate([arr.astype(np.float64).ravel() for _, arr in parts]) if parts else np.zeros(0))
+    return np.stack(rows), layout or []
+
+
+def z_test(a: np.ndarray, b: np.ndarray, confidence: float, rtol: float = 0.0,
+           atol: float = 0.0) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-column two-sample z-test of equal means, Bonferroni-corrected over the columns.
+
+    Args:
+        a, b: samples, one row per call and one column per output element.
+        confidence: the family-wise confidence (e.g. 0.999).
+        rtol, atol: columns with zero variance on both sides compare their means
+            within these tolerances instead.
+
+    Returns:
+        ``(differs, z, critical)``: a bool per column, the z statistics, and the
+        critical ``|z|`` above which a column differs.
+    """
+    columns = max(1, a.shape[1])
+    critical = NormalDist().inv_cdf(1.0 - (1.0 - confidence) / (2.0 * columns))
+    mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
+    se = np.sqrt(a.var(axis=0, ddof=1) / len(a) + b.var(axis=0, ddof=1) / len(b))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(se > 0, np.abs(mean_a - mean_b) / se, 0.0)
+    constant = se == 0
+    differs = np.where(constant, ~np.isclose(mean_b, mean_a, rtol=rtol, atol=atol), z > critical)
+    z = np.where(constant & differs, np.inf, z)
+    return differs, z, critical
+
+
+def _compare_statistics(spec: LoadedSpec, method: str, mspec: MethodSpec, tf: Built, torch: Built,
+                        examples: int) -> None:
+    stats, tol = mspec.statistics, tolerance(spec, method)
+
+    def body(inputs: dict[str, Any]) -> None:
+        a, layout_a = _samples(tf, method, inputs, stats.samples)
+        b, layout_b = _samples(torch, method, inputs, stats.samples)
+        if layout_a != layout_b:
+            raise fail(spec, "parity", PAIR, f"method {method!r}: output layouts differ: tf {layout_a}, "
+                       f"torch {layout_b}\n  inputs:\n{describe_value(inputs)}")
+        differs, z, critical = z_test(a, b, stats.confidence, tol.rtol, tol.atol)
+        if not differs.any():
+            return
+        worst = int(np.argmax(np.where(differs, z, -1.0)))
+        where = _element(layout_a, worst)
+        raise fail(spec, "parity", PAIR, (
+            f"method {method!r} is stochastic (no deterministic_inputs), so it was compared by statistics: "
+            f"per-element means over {stats.samples} calls per backend, two-sample z-test at confidence "
+            f"{stats.confidence} with a Bonferroni correction over {a.shape[1]} element(s) (|z| > {critical:.3g}); "
+            f"{int(differs.sum())} element(s) differ; the worst is {where}: mean tf {a[:, worst].mean():.6g} vs "
+            f"torch {b[:, worst].mean():.6g} (z = {z[worst]:.3g})\n  inputs:\n{describe_value(inputs)}"))
+
+    count = max(1, min(MAX_STATISTICAL_EXAMPLES, examples // 10))
+    run_examples(spec, f"parity-statistics/{method}", input_strategy(spec, method_args(tf, method)), body, count)
+
+
+def _element(layout: list[tuple[str, tuple]], column: int) -> str:
+    """Names the output element behind one column of the sample matrix."""
+    for path, shape in layout:
+        size = int(np.prod(shape, dtype=np.int64))
+        if column < size:
+            index = tuple(int(i) for i in np.unravel_index(column, shape)) if shape else ()
+            return f"key path {path!r} index {index}" if path else f"index {index}"
+        column -= size
+    return f"element {column}"

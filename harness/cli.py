@@ -100,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     spaces.add_argument("--seed", type=int, default=0)
     spaces.set_defaults(fn=cmd_spaces)
 
+    from harness.specs.cli import add_spec_parser
+
+    add_spec_parser(sub)
+
     args = parser.parse_args(argv)
     if getattr(args, "backend", None) is None and args.command in ("build", "demo"):
         args.backend = ["tf"] if args.command == "build" else ["tf", "torch"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,8 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
         spec = ComponentSpec.model_validate(data)
     except ValidationError as exc:
         problems = []
+        union_types = ("string_type", "dict_type", "list_type")
+        seen_union: set[str] = set()
         for err in exc.errors():
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
@@ -103,6 +106,12 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
                 got = repr(err["input"])
                 msg += f" (got {got[:80] + '...' if len(got) > 80 else got})"
             loc = tuple(p for p in err["loc"] if p not in ("str", "dict[str,any]", "list[any]"))
+            if err["type"] in union_types and len(loc) < len(err["loc"]):
+                # one bad space value fails each branch of the text/mapping/list union: say it once
+                if _loc(loc) in seen_union:
+                    continue
+                seen_union.add(_loc(loc))
+                msg = f"expected space text, a mapping or a list (got {err['input']!r})"
             problems.append((_loc(loc), msg))
         raise SpecError(path, problems) from None
     problems: list[tuple[str, str]] = []
@@ -140,6 +149,9 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
         for i, m in enumerate(spec.stateful.methods):
             if cls is not None and m not in api_specs:
                 problems.append((f"stateful.methods.{i}", f"{cls.__name__} declares no API method {m!r}"))
+            elif m not in spec.methods:
+                problems.append((f"stateful.methods.{i}", f"{m!r} is not under methods: list it there (with "
+                                 f"stateful: true where it changes state) so that it is built"))
     if cls is not None:
         args = {a for m in spec.methods if m in api_specs for a in api_specs[m].arg_names}
         defaults = {a for m in spec.methods if m in api_specs for a in api_specs[m].defaults}
@@ -149,7 +161,52 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
             problems.append((f"input_spaces.{a}", f"no exercised API method takes an argument {a!r}"))
     if problems:
         raise SpecError(path, problems)
-    return LoadedSpec(path, Path(path).stem, spec, cls, oracles, model)
+    loaded = LoadedSpec(path, Path(path).stem, spec, cls, oracles, model)
+    problems = _lint(loaded)
+    if problems:
+        raise SpecError(path, problems)
+    return loaded
+
+
+def _lint(loaded: LoadedSpec) -> list[tuple[str, str]]:
+    """Checks beyond `load_spec` that the spec checks rely on.
+
+    The config must fit and pass the constructor, and ``deterministic_inputs``
+    and ``bad_spaces`` must name arguments the spec feeds.
+
+    Args:
+        loaded: a `LoadedSpec`.
+
+    Returns:
+        ``(key path, problem)`` pairs; empty when the spec is fine.
+    """
+    problems = []
+    spec = loaded.spec
+    try:
+        inspect.signature(loaded.component_class).bind(**spec.config)
+    except TypeError as exc:
+        params = [p for p in inspect.signature(loaded.component_class).parameters.values()
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        problems.append(("config", f"does not fit {loaded.component_class.__name__}"
+                         f"({', '.join(p.name for p in params)}): {exc}"))
+    else:
+        try:
+            loaded.make()
+        except Exception as exc:  # the constructor's own argument checks, whatever they raise
+            problems.append(("config", f"{loaded.component_class.__name__}(**config) raised "
+                             f"{type(exc).__name__}: {exc}"))
+    api_specs = loaded.component_class.api_specs()
+    for method, mspec in spec.methods.items():
+        for arg in mspec.deterministic_inputs or {}:
+            if arg not in api_specs[method].arg_names:
+                problems.append((f"methods.{method}.deterministic_inputs.{arg}", f"not an argument of {method!r} "
+                                 f"(expected one of {list(api_specs[method].arg_names)})"))
+    for i, entry in enumerate(spec.bad_spaces):
+        for arg in entry:
+            if arg not in spec.input_spaces:
+                problems.append((f"bad_spaces.{i}.{arg}", f"not an argument in input_spaces "
+                                 f"(expected one of {sorted(spec.input_spaces)})"))
+    return problems
 
 
 def find_specs(root: str | os.PathLike, kind: str = "components") -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.spaces import parse
 
@@ -87,8 +87,17 @@ class ComponentSpec(_Strict):
     hypothesis: HypothesisSpec = HypothesisSpec()
     stateful: StatefulSpec | None = None
     bad_spaces: list[dict[str, ValidSpace]] = Field(
-        default_factory=list, description="input spaces the build must reject with a SpaceMismatchError")
+        default_factory=list,
+        description="input spaces the build must reject with a spacegraph error naming the component")
     seed: int = 0
+
+    @field_validator("methods", mode="before")
+    @classmethod
+    def _empty_methods(cls, value: Any) -> Any:
+        # `methods: {sync: }` (nothing to declare) reads as None in YAML
+        if isinstance(value, dict):
+            return {k: ({} if v is None else v) for k, v in value.items()}
+        return value
 
     @model_validator(mode="after")
     def _methods_known(self) -> "ComponentSpec":

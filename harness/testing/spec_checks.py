@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
@@ -121,21 +121,28 @@ def example_count(spec: LoadedSpec) -> int:
     return max(1, min(MAX_EXAMPLES, scaled))
 
 
-def hypothesis_settings(examples: int, **extra: Any) -> settings:
-    """The active profile's settings (derandomize, database, ...) with ``examples`` and no deadline."""
+def hypothesis_settings(examples: int, shrink: bool = True, **extra: Any) -> settings:
+    """The active profile's settings (derandomize, database, ...) with ``examples`` and no deadline.
+
+    The explain phase is left out (it costs seconds per failure, re-running the
+    component hundreds of times); ``shrink=False`` leaves out shrinking too.
+    """
     parent = settings.default
     suppressed = set(parent.suppress_health_check) | {HealthCheck.too_slow, HealthCheck.data_too_large}
-    return settings(parent, max_examples=examples, deadline=None, suppress_health_check=list(suppressed), **extra)
+    dropped = {Phase.explain} if shrink else {Phase.explain, Phase.shrink}
+    phases = [p for p in parent.phases if p not in dropped]
+    return settings(parent, max_examples=examples, deadline=None, suppress_health_check=list(suppressed),
+                    phases=phases, **extra)
 
 
 def run_examples(spec: LoadedSpec, key: str, strategy: st.SearchStrategy, body: Callable[[Any], None],
-                 examples: int) -> None:
+                 examples: int, shrink: bool = True) -> None:
     """Runs ``body(value)`` on ``examples`` hypothesis draws of ``strategy``; shrinks on failure.
 
     ``key`` (check, backend, method) separates the example-database entries of the
     many checks that share this one test function.
     """
-    @hypothesis_settings(examples)
+    @hypothesis_settings(examples, shrink=shrink)
     @given(strategy)
     def check_example(inputs: Any) -> None:
         body(inputs)

@@ -9,7 +9,9 @@ cast back to the input's dtype; the spec's tolerance covers the component's
 own rounding.
 
 A stateful model is a class ``Model(config, weights)`` whose methods are named
-like the component's API methods and take the same arguments by name.
+like the component's API methods and take the same arguments by name; its
+``weights()`` (relative path -> array), where given, is compared with the
+component's variables after every step.
 """
 
 from __future__ import annotations
@@ -125,20 +127,24 @@ class SyncedPairModel:
     def __init__(self, config: dict[str, Any], weights: dict[str, np.ndarray]) -> None:
         self.config = dict(config)
         self.tau = float(config.get("tau", 1.0))
-        self.weights = {k: np.array(v) for k, v in weights.items()}
+        self._weights = {k: np.array(v) for k, v in weights.items()}
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """The pair's variables by relative path (the stateful check compares them after every step)."""
+        return self._weights
 
     def source(self, inputs: np.ndarray) -> np.ndarray:
         """The source layer's output."""
-        return dense(inputs, self.weights, self.config, prefix="source/")
+        return dense(inputs, self._weights, self.config, prefix="source/")
 
     def target(self, inputs: np.ndarray) -> np.ndarray:
         """The target layer's output."""
-        return dense(inputs, self.weights, self.config, prefix="target/")
+        return dense(inputs, self._weights, self.config, prefix="target/")
 
     def sync(self) -> None:
         """``target = tau * source + (1 - tau) * target`` for every variable."""
-        for key in [k for k in self.weights if k.startswith("source/")]:
+        for key in [k for k in self._weights if k.startswith("source/")]:
             target_key = "target/" + key[len("source/"):]
-            source, target = self.weights[key], self.weights[target_key]
+            source, target = self._weights[key], self._weights[target_key]
             blended = self.tau * source.astype(np.float64) + (1.0 - self.tau) * target.astype(np.float64)
-            self.weights[target_key] = (source.copy() if self.tau == 1.0 else blended.astype(target.dtype))
+            self._weights[target_key] = (source.copy() if self.tau == 1.0 else blended.astype(target.dtype))

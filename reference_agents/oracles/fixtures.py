@@ -11,36 +11,8 @@ from typing import Any
 
 from harness.graph import Component, api
 from reference_agents.components.common import (
-    ContainerMerger, ContainerSplitter, Dense, FoldTimeRank, Synchronizer, UnfoldTimeRank,
+    Dense, FoldTimeRank, Synchronizer, UnfoldTimeRank,
 )
-
-
-class KeyedContainerSplitter(ContainerSplitter):
-    """`ContainerSplitter` whose keys come as one keyword argument, as a spec's ``config`` gives them.
-
-    Args:
-        keys: the Dict keys (strings) or Tuple indices (ints) to take.
-        scope: the component's name.
-    """
-
-    spec_covers = (ContainerSplitter,)
-
-    def __init__(self, keys: list[str | int], scope: str = "splitter") -> None:
-        super().__init__(*keys, scope=scope)
-
-
-class KeyedContainerMerger(ContainerMerger):
-    """`ContainerMerger` whose Dict keys come as one keyword argument, as a spec's ``config`` gives them.
-
-    Args:
-        keys: the Dict keys, one per merged value.
-        scope: the component's name.
-    """
-
-    spec_covers = (ContainerMerger,)
-
-    def __init__(self, keys: list[str], scope: str = "merger") -> None:
-        super().__init__(*keys, scope=scope)
 
 
 class SyncedPair(Component):
@@ -98,8 +70,8 @@ class TimeDistributedDense(Component):
     """
 
     def __init__(self, units: int, activation: str | None = None, scope: str = "time_distributed") -> None:
-        fold, dense, unfold = FoldTimeRank(scope="fold"), Dense(units, activation, scope="dense"), \
-            UnfoldTimeRank(scope="unfold")
+        fold, unfold = FoldTimeRank(scope="fold"), UnfoldTimeRank(scope="unfold")
+        dense = Dense(units, activation, scope="dense")
         super().__init__(fold, dense, unfold, scope=scope)
         self.fold, self.dense, self.unfold = fold, dense, unfold
 

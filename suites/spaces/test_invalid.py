@@ -110,7 +110,11 @@ INVALID = [
 ]
 
 
-@pytest.mark.parametrize("call, message", INVALID, ids=[m[:60] for _, m in INVALID])
+def case_id(message: str) -> str:
+    return re.sub(r"\\(.)", r"\1", message).removeprefix("^")[:70]
+
+
+@pytest.mark.parametrize("call, message", INVALID, ids=[case_id(m) for _, m in INVALID])
 def test_invalid_calls_raise_naming_the_argument_and_value(call, message):
     with pytest.raises(ValueError, match=message):
         call()

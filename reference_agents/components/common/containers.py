@@ -19,6 +19,17 @@ def _check_dict_key(owner: str, key: Any) -> None:
         raise ValueError(f"{owner}: keys must be non-empty strings without {SEP!r}; got key {key!r}")
 
 
+def _gather_keys(owner: str, positional: tuple, keys: Any) -> tuple:
+    """Keys given positionally (``Splitter("a", "b")``) or as ``keys=[...]`` (spec configs), not both."""
+    if keys is None:
+        return tuple(positional)
+    if positional:
+        raise ValueError(f"{owner}: give keys positionally or as keys=[...], not both; got {positional!r} and {keys!r}")
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, (list, tuple)):
+        raise ValueError(f"{owner}: keys must be a list of keys; got {keys!r}")
+    return tuple(keys)
+
+
 def _check_unique(owner: str, keys: tuple) -> None:
     if len(set(keys)) != len(keys):
         raise ValueError(f"{owner}: keys must be unique; got {keys!r}")
@@ -38,7 +49,8 @@ class ContainerSplitter(Component):
     included), and sub-containers pass through whole.
 
     Args:
-        *keys: the keys (Dict) or indices (Tuple) to take, at least one.
+        *positional: the keys (Dict) or indices (Tuple) to take, at least one.
+        keys: the same as a list (the form spec configs use), instead of positional keys.
         scope: the component's name.
 
     Raises:
@@ -46,7 +58,9 @@ class ContainerSplitter(Component):
             strings nor all non-negative ints.
     """
 
-    def __init__(self, *keys: str | int, scope: str = "splitter") -> None:
+    def __init__(self, *positional: str | int, keys: list[str | int] | None = None,
+                 scope: str = "splitter") -> None:
+        keys = _gather_keys("ContainerSplitter", positional, keys)
         if not keys:
             raise ValueError("ContainerSplitter: keys must name at least one key or index; got none")
         if all(_is_index(k) for k in keys):
@@ -95,7 +109,8 @@ class ContainerMerger(Component):
     of the values' spaces, or with ``tuple_size`` the tuple itself.
 
     Args:
-        *keys: the Dict keys, one per value (non-empty strings without ``/``).
+        *positional: the Dict keys, one per value (non-empty strings without ``/``).
+        keys: the same as a list (the form spec configs use), instead of positional keys.
         tuple_size: instead of keys, merge into a tuple of this many values.
         scope: the component's name.
 
@@ -104,7 +119,9 @@ class ContainerMerger(Component):
             duplicate or bad keys, or a ``tuple_size`` below 1.
     """
 
-    def __init__(self, *keys: str, tuple_size: int | None = None, scope: str = "merger") -> None:
+    def __init__(self, *positional: str, keys: list[str] | None = None, tuple_size: int | None = None,
+                 scope: str = "merger") -> None:
+        keys = _gather_keys("ContainerMerger", positional, keys)
         if keys and tuple_size is not None:
             raise ValueError(f"ContainerMerger: give either keys or tuple_size, not both; got keys {keys!r} "
                              f"and tuple_size={tuple_size!r}")

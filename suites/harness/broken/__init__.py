@@ -1,0 +1,1 @@
+"""Components, oracles and models for testing the spec harness (importable as ``broken``; see ``../conftest.py``)."""

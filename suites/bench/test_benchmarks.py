@@ -1,0 +1,63 @@
+"""Every asv benchmark runs once (first parameter set) and follows asv's conventions."""
+
+import importlib.util
+import inspect
+import itertools
+import os
+from pathlib import Path
+
+import pytest
+
+BENCH_DIR = Path(__file__).resolve().parents[2] / "asv_bench" / "benchmarks"
+PREFIXES = ("time_", "track_", "peakmem_", "mem_")
+
+
+def _modules():
+    return sorted(p for p in BENCH_DIR.glob("*.py") if p.name != "__init__.py")
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"asv_bench_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _benchmark_classes():
+    for path in _modules():
+        module = _load(path)
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == module.__name__ and any(m.startswith(PREFIXES) for m in dir(cls)):
+                yield pytest.param(cls, id=f"{path.stem}.{name}")
+
+
+def test_benchmark_folder_is_not_empty():
+    assert _modules(), f"no benchmark modules in {BENCH_DIR}"
+
+
+@pytest.mark.parametrize("cls", list(_benchmark_classes()))
+def test_params_match_param_names(cls):
+    params = getattr(cls, "params", None)
+    names = getattr(cls, "param_names", None)
+    if params is None:
+        assert names is None
+        return
+    grid = params if isinstance(params, (list, tuple)) and params and isinstance(params[0], (list, tuple)) else [params]
+    assert names is not None and len(names) == len(grid), f"{cls.__name__}: params {params} vs param_names {names}"
+
+
+@pytest.mark.parametrize("cls", list(_benchmark_classes()))
+def test_benchmark_runs_once(cls):
+    params = getattr(cls, "params", None)
+    grid = params if params and isinstance(params[0], (list, tuple)) else ([params] if params else [])
+    backends = os.environ.get("SPACEGRAPH_BACKENDS", "tf,torch").split(",")
+    combos = [c for c in itertools.product(*grid) if not (c and c[0] in ("tf", "torch") and c[0] not in backends)]
+    for combo in combos[:1] if grid else [()]:
+        bench = cls()
+        if hasattr(bench, "setup"):
+            bench.setup(*combo)
+        for name in sorted(dir(bench)):
+            if name.startswith(PREFIXES):
+                result = getattr(bench, name)(*combo)
+                if name.startswith("track_"):
+                    assert isinstance(result, (int, float)) and result == result, f"{name} returned {result!r}"

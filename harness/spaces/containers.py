@@ -56,6 +56,14 @@ class ContainerSpace(Space):
     def with_ranks(self, batch: bool, time: bool, time_major: bool = False) -> "ContainerSpace":
         return self._rebuild([s.with_ranks(batch, time, time_major) for _, s in self._items()])
 
+    def with_batch_rank(self, add: bool = True) -> "ContainerSpace":
+        """A copy whose every leaf has (or lacks) a batch rank, each keeping its own time rank."""
+        return self._rebuild([s.with_batch_rank(add) for _, s in self._items()])
+
+    def with_time_rank(self, add: bool = True, time_major: bool | None = None) -> "ContainerSpace":
+        """A copy whose every leaf has (or lacks) a time rank, each keeping its own batch rank."""
+        return self._rebuild([s.with_time_rank(add, time_major) for _, s in self._items()])
+
     def map(self, fn: Callable[[str, Space], Space], path: str = ROOT) -> "ContainerSpace":
         return self._rebuild([s.map(fn, join_path(path, k)) for k, s in self._items()])
 

@@ -1,4 +1,4 @@
-"""The parity check: TensorFlow and PyTorch builds given the same weights agree, by value or by statistics."""
+"""Checks that compare two builds: TF against torch (parity) and two builds with one seed (determinism)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from harness.testing.spec_checks import (
     run_examples, stateless_methods, tolerance, with_fixed,
 )
 
-__all__ = ["check_parity", "z_test"]
+__all__ = ["check_parity", "check_determinism", "z_test"]
 
 PAIR = "tf-torch"
+#: Calls compared per example where a method is stochastic or stateful (determinism).
+SEQUENCE_CALLS = 3
 #: Most hypothesis examples for a statistical comparison (each runs ``samples`` calls per backend).
 MAX_STATISTICAL_EXAMPLES = 3
 
@@ -133,3 +135,30 @@ def _element(layout: list[tuple[str, tuple]], column: int) -> str:
             return f"key path {path!r} index {index}" if path else f"index {index}"
         column -= size
     return f"element {column}"
+
+
+def check_determinism(spec: LoadedSpec, backend: str) -> None:
+    """Two builds with the spec's seed start equal and give identical outputs (sequences, where random)."""
+    first, second = built(spec, backend), built(spec, backend, instance="twin")
+    diff = compare_outputs(first.initial, second.initial, None, exact_dtype=True)
+    if diff:
+        raise fail(spec, "determinism", backend, f"two builds with seed {spec.spec.seed} start from different "
+                   f"weights: {diff}")
+    examples = example_count(spec)
+    for method, mspec in spec.spec.methods.items():
+        calls = SEQUENCE_CALLS if (mspec.stochastic or mspec.stateful) else 1
+
+        def body(inputs: dict[str, Any], method: str = method, calls: int = calls) -> None:
+            first.restore()
+            second.restore()
+            for i in range(calls):
+                a, b = first.call(method, inputs), second.call(method, inputs)
+                diff = compare_outputs(a, b, None, exact_dtype=True)
+                if diff:
+                    call = f" (call {i + 1} of a sequence of {calls} from a fresh state)" if calls > 1 else ""
+                    raise fail(spec, "determinism", backend, f"method {method!r}: two builds with seed "
+                               f"{spec.spec.seed} give different outputs{call}: {diff}\n  inputs:\n"
+                               f"{describe_value(inputs)}")
+
+        run_examples(spec, f"determinism/{backend}/{method}", input_strategy(spec, method_args(first, method)),
+                     body, max(1, examples // 2))

@@ -29,9 +29,9 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from harness.specs import LoadedSpec, SpecError, find_specs, load_spec
-from harness.testing.parity import check_parity
+from harness.testing.parity import check_determinism, check_parity
 from harness.testing.spec_checks import (
-    SpecCheckError, check_bad_spaces, check_build, check_determinism, check_in_space, check_oracle,
+    SpecCheckError, check_bad_spaces, check_build, check_in_space, check_oracle,
     stateless_methods,
 )
 from harness.testing.stateful import check_stateful

@@ -1,4 +1,4 @@
-"""The checks run on one component spec and backend: build, in-space, oracle, determinism, bad spaces."""
+"""Spec checks on one backend (build, in-space, oracle, bad spaces) and what every check shares."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from harness.specs import LoadedSpec, Tolerance
 from harness.testing.strategies import from_space
 
 __all__ = ["SpecCheckError", "Built", "built", "example_count", "check_build", "check_in_space", "check_oracle",
-           "check_determinism", "check_bad_spaces", "compare_outputs", "describe_value", "FLOAT_LIMIT"]
+           "check_bad_spaces", "compare_outputs", "describe_value", "FLOAT_LIMIT"]
 
 #: Largest magnitude of drawn floats where an input space is unbounded: keeps float32
 #: rounding (summed over a few products) inside the default tolerances.
@@ -28,8 +28,6 @@ FLOAT_LIMIT = 100.0
 DEV_EXAMPLES = 30
 #: Most hypothesis examples per method and check, whatever the profile, so a spec stays fast.
 MAX_EXAMPLES = 250
-#: Calls compared per example where a method is stochastic or stateful (determinism).
-SEQUENCE_CALLS = 3
 
 
 class SpecCheckError(AssertionError):
@@ -100,11 +98,6 @@ def built(spec: LoadedSpec, backend: str, seed: int | None = None, instance: str
         raise fail(spec, "build", backend, f"building with seed {seed} raised "
                    f"{type(entry).__name__}: {entry}") from entry
     return entry
-
-
-def clear_cache() -> None:
-    """Forgets every built executor (tests of the harness that rewrite spec files)."""
-    _CACHE.clear()
 
 
 # ---- hypothesis -----------------------------------------------------------------------------------
@@ -306,7 +299,7 @@ def space_difference(declared: Space, got: Space | None) -> str | None:
     if declared.map(_unbounded) == got.map(_unbounded):
         return None
     d_flat, g_flat = declared.flatten(), got.flatten()
-    if list(d_flat) != list(g_flat) or _structure_kind(declared) != _structure_kind(got):
+    if list(d_flat) != list(g_flat) or declared.map(_skeleton) != got.map(_skeleton):
         return f"structures differ: key paths {list(d_flat)} declared, {list(g_flat)} built"
     for path, d in d_flat.items():
         g = g_flat[path]
@@ -318,12 +311,8 @@ def space_difference(declared: Space, got: Space | None) -> str | None:
     return "the spaces differ"
 
 
-def _structure_kind(space: Space) -> Any:
-    if isinstance(space, Dict):
-        return ("dict", tuple((k, _structure_kind(v)) for k, v in space.items()))
-    if isinstance(space, Tuple):
-        return ("tuple", tuple(_structure_kind(v) for v in space))
-    return "leaf"
+def _skeleton(path: str, leaf: Space) -> Space:
+    return BoolBox()
 
 
 def _mask_nan(space: Space, value: Any) -> Any:
@@ -413,33 +402,6 @@ def check_oracle(spec: LoadedSpec, backend: str) -> None:
 
         run_examples(spec, f"oracle/{backend}/{method}", input_strategy(spec, method_args(b, method)), body,
                      examples)
-
-
-def check_determinism(spec: LoadedSpec, backend: str) -> None:
-    """Two builds with the spec's seed start equal and give identical outputs (sequences, where random)."""
-    first, second = built(spec, backend), built(spec, backend, instance="twin")
-    diff = compare_outputs(first.initial, second.initial, None, exact_dtype=True)
-    if diff:
-        raise fail(spec, "determinism", backend, f"two builds with seed {spec.spec.seed} start from different "
-                   f"weights: {diff}")
-    examples = example_count(spec)
-    for method, mspec in spec.spec.methods.items():
-        calls = SEQUENCE_CALLS if (mspec.stochastic or mspec.stateful) else 1
-
-        def body(inputs: dict[str, Any], method: str = method, calls: int = calls) -> None:
-            first.restore()
-            second.restore()
-            for i in range(calls):
-                a, b = first.call(method, inputs), second.call(method, inputs)
-                diff = compare_outputs(a, b, None, exact_dtype=True)
-                if diff:
-                    call = f" (call {i + 1} of a sequence of {calls} from a fresh state)" if calls > 1 else ""
-                    raise fail(spec, "determinism", backend, f"method {method!r}: two builds with seed "
-                               f"{spec.spec.seed} give different outputs{call}: {diff}\n  inputs:\n"
-                               f"{describe_value(inputs)}")
-
-        run_examples(spec, f"determinism/{backend}/{method}", input_strategy(spec, method_args(first, method)),
-                     body, max(1, examples // 2))
 
 
 def check_bad_spaces(spec: LoadedSpec, backend: str) -> None:

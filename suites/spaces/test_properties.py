@@ -332,3 +332,12 @@ def test_container_shape_and_dtype_nest_like_values():
     assert space.dtype == {"a": np.float32, "b": (np.int64, np.bool_)}
     assert space.flat_dim == 2 + 1 + 2
     assert isinstance(space, ContainerSpace) and len(space) == 2
+
+
+def test_container_rank_helpers_keep_each_leafs_other_rank():
+    mixed = Dict(a=FloatBox(2, batch_rank=True), b=IntBox(3))
+    assert mixed.with_time_rank() == Dict(a=FloatBox(2, batch_rank=True, time_rank=True),
+                                          b=IntBox(3, time_rank=True))
+    timed = Dict(a=FloatBox(2, time_rank=True), b=IntBox(3))
+    assert timed.with_batch_rank() == Dict(a=FloatBox(2, batch_rank=True, time_rank=True, time_major=True),
+                                           b=IntBox(3, batch_rank=True))

@@ -1,4 +1,4 @@
-"""Suite-wide pytest configuration: hypothesis profiles.
+"""Suite-wide pytest configuration: hypothesis profiles, and framework threads under xdist.
 
 Profiles: ``dev`` (default, quick), ``ci`` (derandomized, more examples) and
 ``thorough``. ``ci`` is loaded whenever the ``CI`` environment variable is set to
@@ -11,6 +11,12 @@ from __future__ import annotations
 import os
 
 from hypothesis import HealthCheck, settings
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # xdist workers share the cores: one framework thread each (set before TF/torch are imported).
+    for _var in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+        os.environ.setdefault(_var, "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large]
 

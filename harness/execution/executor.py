@@ -15,7 +15,7 @@ from harness.graph.assembly import assemble
 from harness.graph.build import Builder, BuildProfile, BuiltApi, BuiltGraph
 from harness.graph.chain import build_chain
 from harness.graph.component import Component
-from harness.graph.errors import ExecutionError, UnknownApiError
+from harness.graph.errors import BuildError, ExecutionError, SpacegraphError, UnknownApiError
 from harness.spaces import Space, parse
 
 
@@ -117,7 +117,15 @@ class GraphExecutor:
             arg_spaces = {a: r.space for a, r in trace.args.items()}
             out_space = optree.tree_map(lambda r: r.space, trace.outputs) if trace.outputs is not None else None
             t0 = time.perf_counter()
-            fn = self.backend.compile_api(name, chain, arg_spaces)
+            try:
+                fn = self.backend.compile_api(name, chain, arg_spaces)
+            except SpacegraphError:
+                raise
+            except Exception as exc:
+                raise BuildError(
+                    f"{type(root).__name__} {root.global_scope!r}: API method {name!r} failed to compile on backend "
+                    f"{self.backend_name!r} (the eager sample runs passed): {type(exc).__name__}: {exc}"
+                ) from exc
             profile.op_creation += time.perf_counter() - t0
             apis[name] = BuiltApi(name, arg_spaces, trace.constants, out_space, chain, fn, source)
         profile.build_total = time.perf_counter() - start

@@ -1,25 +1,73 @@
-"""Checks that compare two builds: TF against torch (parity) and two builds with one seed (determinism)."""
+"""The value checks of a spec: against its NumPy oracle, TF against torch (parity), a build against its twin."""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from statistics import NormalDist
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from harness.specs import LoadedSpec, MethodSpec
+from harness.specs import LoadedSpec, MethodSpec, Tolerance
 from harness.testing.spec_checks import (
-    Built, built, compare_outputs, describe_value, example_count, fail, input_strategy, leaves, method_args,
-    run_examples, stateless_methods, tolerance, with_fixed,
+    Built, SpecCheckError, built, compare_outputs, describe_value, example_count, fail, input_strategy, leaves,
+    method_args, run_examples, stateless_methods, tolerance,
 )
 
-__all__ = ["check_parity", "check_determinism", "z_test"]
+__all__ = ["check_oracle", "check_parity", "check_determinism", "z_test", "with_fixed"]
 
 PAIR = "tf-torch"
 #: Calls compared per example where a method is stochastic or stateful (determinism).
 SEQUENCE_CALLS = 3
 #: Most hypothesis examples for a statistical comparison (each runs ``samples`` calls per backend).
 MAX_STATISTICAL_EXAMPLES = 3
+
+
+def with_fixed(spec: LoadedSpec, method: str, inputs: dict[str, Any],
+               fixed: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``inputs`` with the method's ``deterministic_inputs`` put in, in the dtype and shape of the drawn values.
+
+    Raises:
+        SpecCheckError: when ``deterministic_inputs`` names an argument that is not fed.
+    """
+    out = dict(inputs)
+    for arg, value in (fixed or {}).items():
+        if arg not in inputs:
+            raise SpecCheckError(f"{spec.path}: methods.{method}.deterministic_inputs names {arg!r}, which is not "
+                                 f"a fed argument of {method!r} (fed: {sorted(inputs)}); give it an input space")
+        drawn = np.asarray(inputs[arg])
+        out[arg] = np.broadcast_to(np.asarray(value, dtype=drawn.dtype), drawn.shape).copy()
+    return out
+
+
+def check_oracle(spec: LoadedSpec, backend: str) -> None:
+    """Outputs match ``oracle(inputs, weights_relative, config)`` within tolerance."""
+    b = built(spec, backend)
+    b.restore()
+    weights = b.relative_weights()
+    examples = example_count(spec)
+    for method, oracle in spec.oracles.items():
+        mspec = spec.spec.methods[method]
+        if mspec.stateful:
+            continue
+        if mspec.stochastic and not mspec.deterministic_inputs:
+            raise fail(spec, "oracle", backend, f"method {method!r} is stochastic and has no deterministic_inputs: "
+                       f"its oracle cannot be compared value by value")
+        tol = tolerance(spec, method)
+
+        def body(inputs: dict[str, Any], method: str = method, oracle: Callable = oracle, tol: Tolerance = tol,
+                 fixed: Any = mspec.deterministic_inputs) -> None:
+            inputs = with_fixed(spec, method, inputs, fixed)
+            outputs = b.call(method, inputs)
+            expected = oracle(copy.deepcopy(inputs), copy.deepcopy(weights), copy.deepcopy(spec.spec.config))
+            diff = compare_outputs(outputs, expected, tol)
+            if diff:
+                raise fail(spec, "oracle", backend, f"method {method!r} disagrees with its oracle "
+                           f"{mspec.oracle}: {diff}\n  inputs:\n{describe_value(inputs)}")
+
+        run_examples(spec, f"oracle/{backend}/{method}", input_strategy(spec, method_args(b, method)), body,
+                     examples)
 
 
 def check_parity(spec: LoadedSpec) -> None:
@@ -50,7 +98,7 @@ def _compare_values(spec: LoadedSpec, method: str, mspec: MethodSpec, tf: Built,
     given = " and the same deterministic_inputs" if mspec.deterministic_inputs else ""
 
     def body(inputs: dict[str, Any]) -> None:
-        inputs = with_fixed(tf, method, inputs, mspec.deterministic_inputs)
+        inputs = with_fixed(spec, method, inputs, mspec.deterministic_inputs)
         expected, actual = tf.call(method, inputs), torch.call(method, inputs)
         diff = compare_outputs(actual, expected, tol, exact_dtype=True)
         if diff:

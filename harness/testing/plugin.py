@@ -13,8 +13,8 @@ A test module becomes a spec module through ``pytest_pycollect_makemodule`` in a
     # test_specs.py
     SPEC_ROOT = pathlib.Path(__file__).parents[2] / "specs" / "components"
 
-Item ids read ``test_specs.py::dense[torch]::oracle`` and, for the one parity item
-of a spec, ``test_specs.py::dense[tf-torch]::parity``. ``SPACEGRAPH_BACKENDS``
+Item ids read ``test_specs.py::dense::oracle[torch]`` and, for the one parity item
+of a spec, ``test_specs.py::dense::parity[tf-torch]``. ``SPACEGRAPH_BACKENDS``
 (a comma list, default ``tf,torch``) selects the backends. A spec that does not
 load gives one failing item ``NAME::load`` instead of stopping the collection.
 """
@@ -29,10 +29,9 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from harness.specs import LoadedSpec, SpecError, find_specs, load_spec
-from harness.testing.parity import check_determinism, check_parity
+from harness.testing.parity import check_determinism, check_oracle, check_parity
 from harness.testing.spec_checks import (
-    SpecCheckError, check_bad_spaces, check_build, check_in_space, check_oracle,
-    stateless_methods,
+    SpecCheckError, check_bad_spaces, check_build, check_in_space, stateless_methods,
 )
 from harness.testing.stateful import check_stateful
 
@@ -101,19 +100,20 @@ def _spec_nodes(parent: pytest.Collector, path: str, backends: list[str]) -> Ite
     try:
         spec = load_spec(path)
     except SpecError as exc:
-        yield SpecGroup.from_parent(parent, name=name, spec=None, backends=(), error=exc)
+        yield SpecGroup.from_parent(parent, name=name, spec=None, backends=[], error=exc)
         return
-    chosen = [b for b in spec.spec.backends if b in backends]
-    for backend in chosen:
-        yield SpecGroup.from_parent(parent, name=f"{name}[{backend}]", spec=spec, backends=(backend,))
-    if {"tf", "torch"} <= set(chosen):
-        yield SpecGroup.from_parent(parent, name=f"{name}[tf-torch]", spec=spec, backends=("tf", "torch"))
+    yield SpecGroup.from_parent(parent, name=name, spec=spec, backends=[b for b in spec.spec.backends if b in backends])
 
 
 class SpecGroup(pytest.Collector):
-    """The checks of one spec on one backend (``dense[torch]``) or on the pair (``dense[tf-torch]``)."""
+    """The checks of one spec (``dense``): ``CHECK[BACKEND]`` items and ``parity[tf-torch]``.
 
-    def __init__(self, *, spec: LoadedSpec | None, backends: tuple[str, ...], error: Exception | None = None,
+    The backend goes last, in brackets, as pytest's own parametrization does: a node
+    id such as ``test_specs.py::dense::oracle[torch]`` can be passed back to pytest,
+    and ``test_specs.py::dense::oracle`` selects the check on every backend.
+    """
+
+    def __init__(self, *, spec: LoadedSpec | None, backends: list[str], error: Exception | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.spec, self.backends, self.error = spec, backends, error
@@ -121,12 +121,13 @@ class SpecGroup(pytest.Collector):
     def collect(self) -> list[pytest.Item]:
         if self.spec is None:
             return [SpecItem.from_parent(self, name="load", spec=None, check="load", backends=(), error=self.error)]
-        if len(self.backends) == 2:
-            checks = ["parity"]
-        else:
-            checks = applicable_checks(self.spec)
-        return [SpecItem.from_parent(self, name=check, spec=self.spec, check=check, backends=self.backends)
-                for check in checks]
+        items = [SpecItem.from_parent(self, name=f"{check}[{backend}]", spec=self.spec, check=check,
+                                      backends=(backend,))
+                 for check in applicable_checks(self.spec) for backend in self.backends]
+        if {"tf", "torch"} <= set(self.backends):
+            items.append(SpecItem.from_parent(self, name="parity[tf-torch]", spec=self.spec, check="parity",
+                                              backends=("tf", "torch")))
+        return items
 
 
 class SpecItem(pytest.Item):
@@ -156,5 +157,5 @@ class SpecItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        path = self.spec.path if self.spec is not None else self.path
+        path = self.spec.path if self.spec is not None else getattr(self.error, "file", self.path)
         return path, None, f"{self.parent.name}::{self.name}"

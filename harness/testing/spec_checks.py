@@ -1,8 +1,7 @@
-"""Spec checks on one backend (build, in-space, oracle, bad spaces) and what every check shares."""
+"""The space checks of a spec (build, in-space, bad spaces) and what every spec check shares."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -18,8 +17,8 @@ from harness.spaces import BoolBox, Dict, FloatBox, IntBox, Space, Tuple
 from harness.specs import LoadedSpec, Tolerance
 from harness.testing.strategies import from_space
 
-__all__ = ["SpecCheckError", "Built", "built", "example_count", "check_build", "check_in_space", "check_oracle",
-           "check_bad_spaces", "compare_outputs", "describe_value", "FLOAT_LIMIT"]
+__all__ = ["SpecCheckError", "Built", "built", "example_count", "check_build", "check_in_space", "check_bad_spaces",
+           "compare_outputs", "describe_value", "FLOAT_LIMIT"]
 
 #: Largest magnitude of drawn floats where an input space is unbounded: keeps float32
 #: rounding (summed over a few products) inside the default tolerances.
@@ -48,6 +47,7 @@ class Built:
 
     executor: GraphExecutor
     initial: dict[str, np.ndarray]
+    spec_path: str
 
     def restore(self, weights: dict[str, np.ndarray] | None = None) -> None:
         """Loads ``weights`` (default: the initial ones) and re-seeds the random ops: a fresh state."""
@@ -59,8 +59,16 @@ class Built:
         return relative_weights(self.initial, self.executor.root.global_scope)
 
     def call(self, method: str, inputs: Mapping[str, Any]) -> Any:
-        """Executes ``method`` on inputs given by argument name."""
-        return self.executor.execute(method, **inputs)
+        """Executes ``method`` on inputs given by argument name.
+
+        Raises:
+            SpecCheckError: when the method raises (on inputs drawn from its input spaces).
+        """
+        try:
+            return self.executor.execute(method, **inputs)
+        except Exception as exc:  # noqa: BLE001 - reported with the inputs
+            raise SpecCheckError(f"{self.spec_path}: method {method!r} on {self.executor.backend_name} raised "
+                                 f"{type(exc).__name__}: {exc}\n  inputs:\n{describe_value(inputs)}") from exc
 
 
 _CACHE: dict[tuple, Built | BaseException] = {}
@@ -90,7 +98,7 @@ def built(spec: LoadedSpec, backend: str, seed: int | None = None, instance: str
         try:
             executor = GraphExecutor(spec.make(), spec.input_spaces, backend=backend, seed=seed,
                                      api_methods=list(spec.spec.methods))
-            _CACHE[key] = Built(executor, executor.get_weights())
+            _CACHE[key] = Built(executor, executor.get_weights(), spec.path)
         except Exception as exc:  # noqa: BLE001 - reported as the check's failure
             _CACHE[key] = exc
     entry = _CACHE[key]
@@ -160,19 +168,6 @@ def input_strategy(spec: LoadedSpec, args: list[str]) -> st.SearchStrategy[dict[
 def method_args(b: Built, method: str) -> list[str]:
     """The fed arguments of a built method (defaults bound at the build are left out)."""
     return list(b.executor.apis[method].arg_spaces)
-
-
-def with_fixed(b: Built, method: str, inputs: dict[str, Any], fixed: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``inputs`` with the spec's ``deterministic_inputs`` put in, as arrays of their spaces' dtypes."""
-    out = dict(inputs)
-    for arg, value in (fixed or {}).items():
-        space = b.executor.apis[method].arg_spaces.get(arg)
-        if space is None:
-            raise ValueError(f"deterministic_inputs names {arg!r}, which is not a fed argument of {method!r} "
-                             f"(fed: {method_args(b, method)}); give it an input space")
-        dtype = getattr(space, "dtype", None)
-        out[arg] = np.asarray(value, dtype=dtype) if dtype is not None else value
-    return out
 
 
 def stateless_methods(spec: LoadedSpec) -> list[str]:
@@ -348,7 +343,7 @@ def check_build(spec: LoadedSpec, backend: str) -> None:
         if diff:
             problems.append(f"method {method!r}: declared output space {declared!r}, built {got!r}: {diff}")
     if problems:
-        raise fail(spec, "build", backend, "\n  " + "\n  ".join(problems))
+        raise fail(spec, "build", backend, f"{len(problems)} problem(s):\n  " + "\n  ".join(problems))
 
 
 def check_in_space(spec: LoadedSpec, backend: str) -> None:
@@ -375,35 +370,6 @@ def check_in_space(spec: LoadedSpec, backend: str) -> None:
                      examples)
 
 
-def check_oracle(spec: LoadedSpec, backend: str) -> None:
-    """Outputs match ``oracle(inputs, weights_relative, config)`` within tolerance."""
-    b = built(spec, backend)
-    b.restore()
-    weights = b.relative_weights()
-    examples = example_count(spec)
-    for method, oracle in spec.oracles.items():
-        mspec = spec.spec.methods[method]
-        if mspec.stateful:
-            continue
-        if mspec.stochastic and not mspec.deterministic_inputs:
-            raise fail(spec, "oracle", backend, f"method {method!r} is stochastic and has no deterministic_inputs: "
-                       f"its oracle cannot be compared value by value")
-        tol = tolerance(spec, method)
-
-        def body(inputs: dict[str, Any], method: str = method, oracle: Callable = oracle, tol: Tolerance = tol,
-                 fixed: Any = mspec.deterministic_inputs) -> None:
-            inputs = with_fixed(b, method, inputs, fixed)
-            outputs = b.call(method, inputs)
-            expected = oracle(copy.deepcopy(inputs), copy.deepcopy(weights), copy.deepcopy(spec.spec.config))
-            diff = compare_outputs(outputs, expected, tol)
-            if diff:
-                raise fail(spec, "oracle", backend, f"method {method!r} disagrees with its oracle "
-                           f"{mspec.oracle}: {diff}\n  inputs:\n{describe_value(inputs)}")
-
-        run_examples(spec, f"oracle/{backend}/{method}", input_strategy(spec, method_args(b, method)), body,
-                     examples)
-
-
 def check_bad_spaces(spec: LoadedSpec, backend: str) -> None:
     """Each ``bad_spaces`` entry makes the build fail with a SpacegraphError naming the component's scope."""
     problems = []
@@ -424,4 +390,4 @@ def check_bad_spaces(spec: LoadedSpec, backend: str) -> None:
             problems.append(f"bad_spaces.{i} {entry}: the build accepted the space silently (no SpaceMismatchError "
                             f"or BuildError)")
     if problems:
-        raise fail(spec, "bad-spaces", backend, "\n  " + "\n  ".join(problems))
+        raise fail(spec, "bad-spaces", backend, f"{len(problems)} problem(s):\n  " + "\n  ".join(problems))

@@ -7,21 +7,12 @@ is the list itself, for tests that compare backends with each other.
 from __future__ import annotations
 
 import importlib.util
-import os
 
 import pytest
 
+from harness.testing.plugin import selected_backends
+
 _KNOWN = {"tf": "tensorflow", "torch": "torch"}
-
-
-def selected_backends() -> list[str]:
-    """The backends named by ``SPACEGRAPH_BACKENDS`` (comma-separated), default ``tf,torch``."""
-    raw = os.environ.get("SPACEGRAPH_BACKENDS", "").strip() or "tf,torch"
-    names = [n.strip() for n in raw.split(",") if n.strip()]
-    unknown = [n for n in names if n not in _KNOWN]
-    if unknown:
-        raise pytest.UsageError(f"SPACEGRAPH_BACKENDS names unknown backend(s) {unknown}; known: {sorted(_KNOWN)}")
-    return list(dict.fromkeys(names))
 
 
 def _param(name: str) -> object:

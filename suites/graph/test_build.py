@@ -365,3 +365,24 @@ def test_must_be_complete_false_unblocks_the_build(backend):
 
     ex = build(Unstuck(), {"x": B3}, backend, api_methods=["first"])
     np.testing.assert_array_equal(ex.execute("first", np.ones((1, 3), np.float32)), np.full((1, 3), 4.0))
+
+
+class EagerOnly(Component):
+    """Reads a tensor's NumPy value: fine in the eager sample runs, fails when TF traces the API."""
+
+    def __init__(self):
+        super().__init__(scope="eager_only")
+
+    @api
+    def apply(self, inputs):
+        return self._graph_fn_apply(inputs)
+
+    @graph_fn
+    def _graph_fn_apply(self, F, inputs):
+        return inputs * float(inputs.numpy().size >= 0)
+
+
+def test_an_api_that_fails_to_compile_is_a_build_error():
+    with pytest.raises(BuildError, match=r"EagerOnly 'eager_only': API method 'apply' failed to compile on "
+                                         r"backend 'tf' \(the eager sample runs passed\): AttributeError"):
+        GraphExecutor(EagerOnly(), {"inputs": "float32[B,2]"}, backend="tf")

@@ -56,15 +56,17 @@ def _project(tmp_path: Path, specs: dict[str, Path | str]) -> Path:
     return tests
 
 
-def _pytest(tests: Path, *args: str) -> tuple[int, _Recorder]:
+def _pytest(tests: Path | str, *args: str) -> tuple[int, _Recorder]:
     recorder = _Recorder()
+    tests = str(tests)
+    root = tests.split("::")[0].removesuffix("/test_specs.py")
     try:
-        code = pytest.main([str(tests), "-p", "no:cacheprovider", "--import-mode=importlib",
-                            "--rootdir", str(tests), "-q", *args], plugins=[recorder])
+        code = pytest.main([tests, "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", root, "-q",
+                            *args], plugins=[recorder])
     finally:
         # The next nested session's test_specs.py has the same module name: forget this one.
         for name, module in list(sys.modules.items()):
-            if str(getattr(module, "__file__", None) or "").startswith(str(tests)):
+            if str(getattr(module, "__file__", None) or "").startswith(root):
                 del sys.modules[name]
     return int(code), recorder
 
@@ -76,13 +78,26 @@ def test_item_ids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     code, rec = _pytest(tests, "--collect-only")
     assert code == 0
     ids = [i.split("::", 1)[1] for i in rec.ids]
-    per_backend = lambda name, checks: [f"{name}[{b}]::{c}" for b in ("tf", "torch") for c in checks]  # noqa: E731
+    both = lambda name, checks: [f"{name}::{c}[{b}]" for c in checks for b in ("tf", "torch")]  # noqa: E731
     assert ids == (["test_plain"]
-                   + per_backend("affine", ["build", "in-space", "oracle", "determinism", "bad-spaces"])
-                   + ["affine[tf-torch]::parity"]
-                   + per_backend("ring", ["build", "in-space", "oracle", "determinism", "stateful"])
-                   + ["ring[tf-torch]::parity"])
+                   + both("affine", ["build", "in-space", "oracle", "determinism", "bad-spaces"])
+                   + ["affine::parity[tf-torch]"]
+                   + both("ring", ["build", "in-space", "oracle", "determinism", "stateful"])
+                   + ["ring::parity[tf-torch]"])
     assert all(i.startswith("test_specs.py::") for i in rec.ids)
+
+
+@pytest.mark.parametrize("selection, expected", [
+    ("test_specs.py::affine::oracle[torch]", ["affine::oracle[torch]"]),
+    ("test_specs.py::affine::oracle", ["affine::oracle[tf]", "affine::oracle[torch]"]),
+    ("test_specs.py::affine::parity[tf-torch]", ["affine::parity[tf-torch]"]),
+])
+def test_node_ids_select_items(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, selection: str,
+                               expected: list[str]):
+    monkeypatch.setenv("SPACEGRAPH_BACKENDS", "tf,torch")
+    tests = _project(tmp_path, {"affine": HERE / "specs_ok" / "affine.yaml"})
+    code, rec = _pytest(tests / selection, "--collect-only")
+    assert code == 0 and [i.split("::", 1)[1] for i in rec.ids] == expected
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])
@@ -91,15 +106,17 @@ def test_one_backend_selected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, b
     tests = _project(tmp_path, {"affine": HERE / "specs_ok" / "affine.yaml"})
     code, rec = _pytest(tests, "--collect-only")
     assert code == 0
-    specs = {i.split("::")[1] for i in rec.ids if "[" in i}
-    assert specs == {f"affine[{backend}]"}
+    items = [i.split("::", 1)[1] for i in rec.ids if "[" in i]
+    assert items and all(i.startswith("affine::") and i.endswith(f"[{backend}]") for i in items)
 
 
 def test_spec_backends_limit_the_items(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("SPACEGRAPH_BACKENDS", raising=False)
-    tests = _project(tmp_path, {"tf_only": HERE / "broken" / "specs" / "backend_exception.yaml"})
+    tf_only = (HERE / "specs_ok" / "affine.yaml").read_text() + "\nbackends: [tf]\n"
+    tests = _project(tmp_path, {"tf_only": tf_only})
     code, rec = _pytest(tests, "--collect-only")
-    assert {i.split("::")[1] for i in rec.ids if "[" in i} == {"tf_only[tf]"}
+    items = [i.split("::", 1)[1] for i in rec.ids if "[" in i]
+    assert items and all(i.endswith("[tf]") for i in items)
 
 
 def test_unknown_backend_is_a_usage_error(monkeypatch: pytest.MonkeyPatch):
@@ -124,7 +141,7 @@ def test_a_spec_that_does_not_load_fails_one_item(tmp_path: Path, monkeypatch: p
     assert list(failed) == ["test_specs.py::typo::load"]
     text = failed["test_specs.py::typo::load"].longreprtext
     assert "typo.yaml" in text and "methods.apply.outptu_space: unknown key" in text
-    assert rec.reports["test_specs.py::affine[torch]::build"].passed
+    assert rec.reports["test_specs.py::affine::build[torch]"].passed
 
 
 def test_failure_report_names_spec_check_backend_and_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -132,7 +149,7 @@ def test_failure_report_names_spec_check_backend_and_example(tmp_path: Path, mon
     tests = _project(tmp_path, {"offset": HERE / "broken" / "specs" / "oracle_mismatch.yaml"})
     code, rec = _pytest(tests, "-k", "oracle")
     assert code == 1
-    report = rec.reports["test_specs.py::offset[torch]::oracle"]
+    report = rec.reports["test_specs.py::offset::oracle[torch]"]
     assert report.failed
     text = report.longreprtext
     for part in ("offset.yaml: check 'oracle' on torch failed", "method 'apply'", "largest absolute difference",

@@ -114,6 +114,26 @@ class TanhSquash(Component):
         return F.tanh(inputs)
 
 
+class Sqrt(Component):
+    """``sqrt(inputs - 0.5)``: NaN below 0.5, which the ``in-space`` check rejects unless the spec allows NaN.
+
+    The shift keeps subnormals away from the square root: TF's CPU kernels flush
+    them to zero (``sqrt(-1e-45)`` is -0.0 there, NaN in torch), which ``parity``
+    would rightly report.
+    """
+
+    def __init__(self, scope: str = "sqrt") -> None:
+        super().__init__(scope=scope)
+
+    @api
+    def apply(self, inputs: Any) -> Any:
+        return self._graph_fn_apply(inputs)
+
+    @graph_fn
+    def _graph_fn_apply(self, F: Any, inputs: Any) -> Any:
+        return F.sqrt(inputs - 0.5)
+
+
 class Doubler(Component):
     """``inputs + inputs`` without checking its input space: the ``bad-spaces`` check must fail."""
 
@@ -127,25 +147,6 @@ class Doubler(Component):
     @graph_fn
     def _graph_fn_apply(self, F: Any, inputs: Any) -> Any:
         return inputs + inputs
-
-
-class EagerOnly(Component):
-    """Reads a tensor's NumPy value, which only eager tensors have: TF's trace raises AttributeError.
-
-    The sample runs of the build are eager, so the error comes from the backend's
-    compile step; ``bad-spaces`` must report it as a backend exception.
-    """
-
-    def __init__(self, scope: str = "eager_only") -> None:
-        super().__init__(scope=scope)
-
-    @api
-    def apply(self, inputs: Any) -> Any:
-        return self._graph_fn_apply(inputs)
-
-    @graph_fn
-    def _graph_fn_apply(self, F: Any, inputs: Any) -> Any:
-        return inputs * float(inputs.numpy().size >= 0)
 
 
 # ---- random outputs -----------------------------------------------------------------------------------

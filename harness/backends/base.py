@@ -123,8 +123,13 @@ class Backend(abc.ABC):
         """Raises ValueError naming ``device`` if this backend cannot place anything there."""
 
     @abc.abstractmethod
-    def compile_api(self, name: str, fn: Callable, arg_spaces: dict[str, Space]) -> Callable:
-        """A fast callable for one root API method's flat call chain ``fn``."""
+    def compile_api(self, name: str, fn: Callable, arg_spaces: dict[str, Space], gradients: bool = False) -> Callable:
+        """A fast callable for one root API method's flat call chain ``fn``.
+
+        With ``gradients``, the chain runs with gradient recording so that
+        ``F.gradients(loss, variables)`` in a later step sees how the loss came
+        about; without, no recording (the cheap path for acting).
+        """
 
     @abc.abstractmethod
     def reset_rng(self) -> None:
@@ -148,7 +153,7 @@ OP_NAMES = (
     "reduce_max", "reduce_min", "argmax", "where", "maximum", "minimum", "clip", "abs", "exp", "log",
     "sqrt", "square", "sign", "equal", "logical_and", "logical_or", "logical_not", "one_hot", "gather",
     "take_along_axis", "stop_gradient", "relu", "tanh", "sigmoid", "elu", "softplus", "softmax",
-    "log_softmax", "activation", "random_uniform", "random_normal", "assign", "value_and_grad",
+    "log_softmax", "activation", "random_uniform", "random_normal", "assign", "value_and_grad", "gradients",
 )
 
 ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "elu", "softplus")

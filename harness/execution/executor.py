@@ -118,7 +118,8 @@ class GraphExecutor:
             out_space = optree.tree_map(lambda r: r.space, trace.outputs) if trace.outputs is not None else None
             t0 = time.perf_counter()
             try:
-                fn = self.backend.compile_api(name, chain, arg_spaces)
+                gradients = any(step.spec.gradients for step in trace.steps)
+                fn = self.backend.compile_api(name, chain, arg_spaces, gradients)
             except SpacegraphError:
                 raise
             except Exception as exc:

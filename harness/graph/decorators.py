@@ -93,6 +93,7 @@ class GraphFnSpec:
     flatten: bool = False
     pass_key: bool = False
     output_spaces: Callable | None = None
+    gradients: bool = False
     bodies: dict[str, Callable] = field(default_factory=dict)
 
     def count(self, component: Any) -> int:
@@ -154,8 +155,9 @@ class GraphFn:
         return bound
 
 
-def graph_fn(fn: Callable | None = None, *, returns: int | Callable[[Any], int] = 1, split: bool = False, flatten: bool = False,
-             pass_key: bool = False, output_spaces: Callable | None = None) -> Any:
+def graph_fn(fn: Callable | None = None, *, returns: int | Callable[[Any], int] = 1, split: bool = False,
+             flatten: bool = False, pass_key: bool = False, output_spaces: Callable | None = None,
+             gradients: bool = False) -> Any:
     """Declares a graph function: the only code that touches tensors.
 
     The function takes ``(self, F, *inputs)`` where ``F`` is the backend's op
@@ -175,6 +177,10 @@ def graph_fn(fn: Callable | None = None, *, returns: int | Callable[[Any], int] 
         output_spaces: ``fn(self, *input_spaces) -> space or tuple of spaces``,
             for functions whose output shapes cannot be inferred by running them
             on sample inputs (e.g. a shape that depends on input values).
+        gradients: the function calls ``F.gradients(loss, variables)`` on a loss
+            computed by earlier steps of the same API method; every root API
+            method that reaches it then runs with gradient recording (a TF
+            `GradientTape`, PyTorch autograd) instead of without.
     """
 
     def wrap(f: Callable) -> GraphFn:
@@ -185,7 +191,7 @@ def graph_fn(fn: Callable | None = None, *, returns: int | Callable[[Any], int] 
         names, _ = _arg_names(f, "graph_fn")
         if pass_key:
             names = names[1:]
-        spec = GraphFnSpec(f.__name__, f, names, returns, split, flatten, pass_key, output_spaces)
+        spec = GraphFnSpec(f.__name__, f, names, returns, split, flatten, pass_key, output_spaces, gradients)
         return GraphFn(spec)
 
     return wrap(fn) if fn is not None else wrap

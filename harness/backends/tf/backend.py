@@ -82,8 +82,10 @@ class TFBackend(Backend):
             return tuple(self.input_spec(v) for v in space)
         return tf.TensorSpec(space.full_shape(), tf.as_dtype(space.dtype))
 
-    def compile_api(self, name: str, fn: Callable, arg_spaces: dict[str, Space]) -> Callable:
+    def compile_api(self, name: str, fn: Callable, arg_spaces: dict[str, Space], gradients: bool = False) -> Callable:
         signature = [self.input_spec(s) for s in arg_spaces.values()]
+        if gradients:
+            fn = self.ops.recording(fn)
         tf_fn = tf.function(fn, input_signature=signature, autograph=False, jit_compile=self.jit_compile,
                             reduce_retracing=False)
         tf_fn.get_concrete_function()  # trace now: the build pays for op creation, not the first call

@@ -17,6 +17,18 @@ class TFOps:
     def __init__(self, seed: int) -> None:
         self._seed = seed
         self._gen = tf.random.Generator.from_seed(seed)
+        self._tape: tf.GradientTape | None = None
+
+    def recording(self, fn: Callable) -> Callable:
+        """``fn`` run inside a persistent `GradientTape` that `gradients` reads."""
+        def recorded(*args: Any) -> Any:
+            with tf.GradientTape(persistent=True) as tape:
+                outer, self._tape = self._tape, tape
+                try:
+                    return fn(*args)
+                finally:
+                    self._tape = outer
+        return recorded
 
     def reset_rng(self) -> None:
         self._gen.reset_from_seed(self._seed)
@@ -95,6 +107,17 @@ class TFOps:
     @staticmethod
     def assign(var: tf.Variable, value: Any) -> Any:
         return var.assign(value)
+
+    def gradients(self, loss: Any, variables: Sequence[tf.Variable]) -> list[Any]:
+        """d loss / d variable for each variable (zeros where the loss does not depend on it).
+
+        Outside a recording API call (the build's isolated sample runs) there is no
+        history to differentiate: the gradients are zeros.
+        """
+        if self._tape is None:
+            return [tf.zeros_like(v) for v in variables]
+        with self._tape.stop_recording():
+            return self._tape.gradient(loss, list(variables), unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
     @staticmethod
     def value_and_grad(fn: Callable[[], Any], variables: Sequence[tf.Variable]) -> tuple[Any, list[Any]]:

@@ -27,8 +27,8 @@ def torch_device(device: str) -> torch.device:
 
 class TorchBackend(Backend):
     """PyTorch: trainable float variables are `torch.nn.Parameter`s; API calls run the
-    flat call chain under `torch.no_grad()` (graph functions that need gradients ask
-    for them with ``F.value_and_grad``)."""
+    flat call chain under `torch.no_grad()`, or with autograd where a step declares
+    ``@graph_fn(gradients=True)`` (see `Backend.compile_api`)."""
 
     name = "torch"
 
@@ -85,8 +85,8 @@ class TorchBackend(Backend):
             raise ValueError(f"backend 'torch': device {device!r} does not exist here "
                              f"(cuda devices: {torch.cuda.device_count()})")
 
-    def compile_api(self, name: str, fn: Callable, arg_spaces: dict[str, Space]) -> Callable:
-        return torch.no_grad()(fn)
+    def compile_api(self, name: str, fn: Callable, arg_spaces: dict[str, Space], gradients: bool = False) -> Callable:
+        return torch.enable_grad()(fn) if gradients else torch.no_grad()(fn)
 
     def reset_rng(self) -> None:
         self.ops.reset_rng()

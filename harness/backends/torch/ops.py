@@ -130,6 +130,19 @@ class TorchOps:
             return var.copy_(value)
 
     @staticmethod
+    def gradients(loss: Any, variables: Sequence[Any]) -> list[Any]:
+        """d loss / d variable for each variable (zeros where the loss does not depend on it).
+
+        Outside a recording API call (the build's isolated sample runs) the loss has
+        no history: the gradients are zeros.
+        """
+        variables = list(variables)
+        if not loss.requires_grad:
+            return [torch.zeros_like(v) for v in variables]
+        grads = torch.autograd.grad(loss, variables, allow_unused=True, retain_graph=True)
+        return [g if g is not None else torch.zeros_like(v) for g, v in zip(grads, variables)]
+
+    @staticmethod
     def value_and_grad(fn: Callable[[], Any], variables: Sequence[Any]) -> tuple[Any, list[Any]]:
         with torch.enable_grad():
             value = fn()

@@ -1,0 +1,124 @@
+"""`LSTM`: a long short-term memory layer over batch-major sequences, with its cell equations written out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from harness.graph import Component, api, graph_fn
+from harness.spaces import FloatBox, Space, Tuple
+from reference_agents.components.common.dense import _check_initializer
+
+
+class LSTM(Component):
+    """An LSTM layer (Hochreiter & Schmidhuber, 1997, with a forget gate) run over a sequence.
+
+    At each step ``t``, with ``z = concat([x_t, h]) @ kernel + bias`` split into
+    four blocks of ``units`` in the order (i, f, g, o)::
+
+        i = sigmoid(z_i); f = sigmoid(z_f); g = tanh(z_g); o = sigmoid(z_o)
+        c' = f * c + i * g
+        h' = o * tanh(c')
+
+    API: ``apply(inputs, initial_state)`` with ``inputs`` a `FloatBox`
+    ``float*[B,T,n]`` (batch-major) and ``initial_state`` a `Tuple` ``(h, c)`` of
+    ``float*[B,units]`` in the same dtype. Returns ``(outputs, (h, c))``:
+    ``outputs`` ``[B,T,units]`` holds ``h`` after every step, ``(h, c)`` the state
+    after the last (the initial state when ``T`` is 0).
+
+    Variables (in the input's dtype): ``kernel`` ``(n + units, 4 * units)``
+    (rows: the inputs, then ``h``; columns: the gates i, f, g, o) and ``bias``
+    ``(4 * units,)``. The layouts are this library's own, not those of
+    ``torch.nn.LSTM`` or Keras.
+
+    Args:
+        units: the size of ``h`` and ``c``, a positive int.
+        kernel_initializer: an initializer `Component.get_variable` accepts.
+        bias_initializer: an initializer `Component.get_variable` accepts.
+        scope: the component's name.
+
+    Raises:
+        ValueError: naming the argument and its value when one is invalid.
+    """
+
+    def __init__(self, units: int, kernel_initializer: Any = "glorot_uniform", bias_initializer: Any = "zeros",
+                 scope: str = "lstm") -> None:
+        if isinstance(units, bool) or not isinstance(units, (int, np.integer)) or units <= 0:
+            raise ValueError(f"LSTM: units must be a positive int; got {units!r}")
+        _check_initializer("LSTM", "kernel_initializer", kernel_initializer)
+        _check_initializer("LSTM", "bias_initializer", bias_initializer)
+        super().__init__(scope=scope)
+        self.units = int(units)
+        self.kernel_initializer = kernel_initializer
+        self.bias_initializer = bias_initializer
+        self.kernel: Any = None
+        self.bias: Any = None
+
+    def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
+        """Accepts ``inputs`` ``float*[B,T,n]`` and ``initial_state`` ``(float*[B,units], float*[B,units])``."""
+        inputs = input_spaces["inputs"]
+        if not (isinstance(inputs, FloatBox) and inputs.extra_ranks == ("B", "T") and inputs.rank == 1):
+            raise self.space_mismatch("inputs", "a batch-major FloatBox sequence of vectors (float32[B,T,n])", inputs)
+        state = input_spaces["initial_state"]
+        if not (isinstance(state, Tuple) and len(state) == 2
+                and all(isinstance(s, FloatBox) and s.shape == (self.units,) and s.dtype == inputs.dtype
+                        and s.extra_ranks == ("B",) for s in state)):
+            raise self.space_mismatch("initial_state", f"a Tuple (h, c) of {inputs.dtype.name}[B,{self.units}] "
+                                      f"(the inputs' dtype)", state)
+
+    def create_variables(self, input_spaces: dict[str, Space]) -> None:
+        """Creates ``kernel`` ``(n + units, 4 * units)`` and ``bias`` ``(4 * units,)``."""
+        space = input_spaces["inputs"]
+        dtype = space.dtype.name
+        self.kernel = self.get_variable("kernel", (space.shape[0] + self.units, 4 * self.units), dtype,
+                                        self.kernel_initializer)
+        self.bias = self.get_variable("bias", (4 * self.units,), dtype, self.bias_initializer)
+
+    @api
+    def apply(self, inputs: Any, initial_state: Any) -> Any:
+        """``(outputs [B,T,units], (h, c))`` for the sequence ``inputs`` from ``initial_state``."""
+        outputs, h, c = self._graph_fn_apply(inputs, initial_state)
+        return outputs, (h, c)
+
+    def _cell(self, F: Any, x: Any, h: Any, c: Any) -> tuple[Any, Any]:
+        """One step of the recurrence: the new ``(h, c)``."""
+        u = self.units
+        z = F.matmul(F.concat([x, h], -1), self.kernel) + self.bias
+        i, f, g, o = F.sigmoid(z[:, :u]), F.sigmoid(z[:, u:2 * u]), F.tanh(z[:, 2 * u:3 * u]), F.sigmoid(z[:, 3 * u:])
+        c = f * c + i * g
+        return o * F.tanh(c), c
+
+    @graph_fn(returns=3)
+    def _graph_fn_apply(self, F: Any, inputs: Any, initial_state: Any) -> Any:
+        raise NotImplementedError("LSTM has no backend-neutral body: F has no loop over a dynamic time rank")
+
+    @_graph_fn_apply.tf
+    def _graph_fn_apply_tf(self, F: Any, inputs: Any, initial_state: Any) -> Any:
+        import tensorflow as tf
+
+        h0, c0 = initial_state
+
+        def run() -> tuple[Any, Any, Any]:
+            hs, cs = tf.scan(lambda state, x: self._cell(F, x, *state), tf.transpose(inputs, [1, 0, 2]),
+                             initializer=(h0, c0))
+            return tf.transpose(hs, [1, 0, 2]), hs[-1], cs[-1]
+
+        # tf.scan cannot stack zero steps of an unknown batch size: T = 0 takes the other branch.
+        def empty() -> tuple[Any, Any, Any]:
+            return tf.zeros(tf.stack([tf.shape(h0)[0], 0, self.units]), h0.dtype), h0, c0
+
+        return tf.cond(tf.shape(inputs)[1] > 0, run, empty)
+
+    @_graph_fn_apply.torch
+    def _graph_fn_apply_torch(self, F: Any, inputs: Any, initial_state: Any) -> Any:
+        import torch
+
+        h, c = initial_state
+        outputs = []
+        for t in range(inputs.shape[1]):
+            h, c = self._cell(F, inputs[:, t], h, c)
+            outputs.append(h)
+        if not outputs:
+            return h.new_zeros((h.shape[0], 0, self.units)), h, c
+        return torch.stack(outputs, 1), h, c

@@ -1,0 +1,104 @@
+"""`NeuralNetwork`: a stack of layers built from a list-of-layers config, and the Nature DQN config."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from harness.graph import Component, api
+from reference_agents.components.common import Dense
+from reference_agents.components.nn.conv2d import Conv2D
+from reference_agents.components.nn.flatten import Flatten
+
+#: The layer classes a config may name, by their ``type``.
+LAYER_TYPES: dict[str, type[Component]] = {"dense": Dense, "conv2d": Conv2D, "flatten": Flatten}
+
+
+def nature_dqn_layers() -> list[dict[str, Any]]:
+    """The layers of the Nature DQN network (Mnih et al., 2015) as a `NeuralNetwork` config.
+
+    Three relu convolutions (32 8x8 stride 4, 64 4x4 stride 2, 64 3x3 stride 1,
+    'valid'), a flatten and a 512-unit relu dense layer: on ``[B,84,84,4]``
+    frames the convolutions give ``[B,7,7,64]`` and the network ``[B,512]``. The
+    Q-value layer (or a `DuelingHead`) goes on top. A fresh list each call.
+    """
+    return [
+        {"type": "conv2d", "filters": 32, "kernel_size": 8, "strides": 4, "activation": "relu"},
+        {"type": "conv2d", "filters": 64, "kernel_size": 4, "strides": 2, "activation": "relu"},
+        {"type": "conv2d", "filters": 64, "kernel_size": 3, "strides": 1, "activation": "relu"},
+        {"type": "flatten"},
+        {"type": "dense", "units": 512, "activation": "relu"},
+    ]
+
+
+def _layer(index: int, config: Any) -> Component:
+    """The layer ``config`` describes; ValueError naming ``layers[index]`` and the key at fault."""
+    where = f"NeuralNetwork: layers[{index}]"
+    if not isinstance(config, dict):
+        raise ValueError(f"{where} must be a dict with a 'type' key; got {config!r}")
+    kind = config.get("type")
+    if kind not in LAYER_TYPES:
+        raise ValueError(f"{where}: key 'type' must be one of {sorted(LAYER_TYPES)}; got {kind!r}")
+    cls = LAYER_TYPES[kind]
+    params = dict(inspect.signature(cls.__init__).parameters)
+    params.pop("self")
+    kwargs = {k: v for k, v in config.items() if k != "type"}
+    unknown = sorted(set(kwargs) - set(params))
+    if unknown:
+        raise ValueError(f"{where} ({kind}): unknown key {unknown[0]!r}; {kind} takes {sorted(params)}")
+    missing = [n for n, p in params.items() if p.default is inspect.Parameter.empty and n not in kwargs]
+    if missing:
+        raise ValueError(f"{where} ({kind}): missing key {missing[0]!r}")
+    kwargs.setdefault("scope", f"{kind}_{index}")
+    try:
+        return cls(**kwargs)
+    except ValueError as error:
+        raise ValueError(f"{where} ({kind}): {error}") from None
+
+
+class NeuralNetwork(Component):
+    """A stack of layers applied in order, built from a list-of-layers config.
+
+    Each layer is a dict with a ``type`` (``dense`` for
+    `reference_agents.components.common.Dense`, ``conv2d`` for `Conv2D`,
+    ``flatten`` for `Flatten`) and that class's constructor arguments, e.g.
+    ``{type: conv2d, filters: 32, kernel_size: 8, strides: 4, activation: relu}``.
+    Layer ``i`` is named ``{type}_{i}`` unless its dict gives a ``scope``, so the
+    variables read ``conv2d_0/kernel``, ``dense_4/bias``, ... (relative to the
+    network). `nature_dqn_layers` gives the Nature DQN stack.
+
+    API: ``apply(inputs)`` runs the layers in order; the spaces it accepts and
+    returns are those of the first and last layer (e.g. ``float32[B,84,84,4]`` to
+    ``float32[B,512]`` for the Nature stack).
+
+    Args:
+        layers: the layer configs, at least one.
+        scope: the component's name.
+
+    Raises:
+        ValueError: for an empty or non-list ``layers``, and naming ``layers[i]``
+            and the key for an unknown ``type``, an unknown or missing key, an
+            invalid value or a repeated scope.
+    """
+
+    def __init__(self, layers: list[dict[str, Any]], scope: str = "network") -> None:
+        if not isinstance(layers, (list, tuple)) or not layers:
+            raise ValueError(f"NeuralNetwork: layers must be a non-empty list of layer dicts; got {layers!r}")
+        built = [_layer(i, config) for i, config in enumerate(layers)]
+        scopes: dict[str, int] = {}
+        for i, layer in enumerate(built):
+            if layer.scope in scopes:
+                raise ValueError(f"NeuralNetwork: layers[{i}]: key 'scope' repeats {layer.scope!r} "
+                                 f"of layers[{scopes[layer.scope]}]")
+            scopes[layer.scope] = i
+        super().__init__(*built, scope=scope)
+        self.layer_configs = [dict(config) for config in layers]
+        self.layers = built
+
+    @api
+    def apply(self, inputs: Any) -> Any:
+        """``inputs`` through every layer in order."""
+        out = inputs
+        for layer in self.layers:
+            out = layer.apply(out)
+        return out

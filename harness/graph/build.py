@@ -325,8 +325,15 @@ class Builder:
         return comps
 
     def _dependencies(self, comp: Component) -> list[Component]:
-        """The components ``comp`` waits for: its variable dependencies and their used descendants."""
-        return [d for dep in comp.variable_dependencies() for d in dep.walk() if d is dep or id(d) in self._used]
+        """The components ``comp`` waits for: its variable dependencies and their used descendants.
+
+        ``comp`` itself and its ancestors are never waited for: an optimizer over the
+        whole agent that holds it waits for the agent's other branches, not for itself
+        (variables an ancestor creates directly are then not guaranteed to exist).
+        """
+        chain = {id(comp)} | {id(a) for a in comp.ancestors()}
+        return [d for dep in comp.variable_dependencies() for d in dep.walk()
+                if (d is dep or id(d) in self._used) and id(d) not in chain]
 
     def _stuck_report(self, comps: list[Component], steps: list[GraphFnCall], built: set[int]) -> str:
         lines = ["the build cannot go on; these components are not input-complete:"]

@@ -1,0 +1,84 @@
+"""`RMSProp`: gradients divided by a running root mean square (Tieleman & Hinton, 2012)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from harness.graph import Component
+from reference_agents.components.optimizers.base import Optimizer, check_number
+
+
+class RMSProp(Optimizer):
+    """RMSProp with optional momentum and centering, epsilon inside the square root.
+
+    For each target variable ``w`` with (clipped) gradient ``g``, decay
+    ``rho``, momentum ``mu`` and learning rate ``lr``::
+
+        ms <- rho * ms + (1 - rho) * g^2
+        mg <- rho * mg + (1 - rho) * g                   # centered only
+        denom = sqrt(ms + epsilon)                       # not centered
+        denom = sqrt(max(ms - mg^2, 0) + epsilon)        # centered
+        mu == 0:  w <- w - lr * g / denom
+        mu > 0:   mom <- mu * mom + lr * g / denom;  w <- w - mom
+
+    This is TensorFlow 1's ``RMSPropOptimizer`` form: ``epsilon`` sits inside
+    the square root and the learning rate inside the momentum buffer. PyTorch's
+    ``RMSprop`` instead divides by ``sqrt(.) + epsilon`` and keeps the learning
+    rate outside its buffer, so the two differ (with constant ``lr`` only
+    through ``epsilon``). The ``max(., 0)`` guards against rounding making the
+    centered variance estimate slightly negative. All slots start at zero.
+
+    Slots: ``rms`` (``ms``), ``mean_grad`` (``mg``, centered only) and
+    ``momentum`` (``mom``, with ``mu > 0`` only). See `Optimizer` for targets,
+    slot names, clipping and the ``step`` API.
+
+    Args:
+        learning_rate: the step size, a positive number.
+        variables_of: the component(s) whose trainable variables are updated.
+        decay: ``rho``, the running averages' decay in ``[0, 1)``.
+        momentum: ``mu`` in ``[0, 1)``.
+        epsilon: the positive constant added under the square root.
+        centered: whether to divide by the running standard deviation
+            (subtracting the squared running mean gradient) instead of the RMS.
+        clip_grad_norm: None or a positive global-norm threshold.
+        scope: the component's name.
+
+    Raises:
+        ValueError: naming the argument and its value when one is invalid.
+    """
+
+    def __init__(self, learning_rate: float, variables_of: Component | Sequence[Component],
+                 decay: float = 0.9, momentum: float = 0.0, epsilon: float = 1e-10, centered: bool = False,
+                 clip_grad_norm: float | None = None, scope: str = "optimizer") -> None:
+        decay = check_number("RMSProp", "decay", decay, 0.0, 1.0, high_open=True)
+        momentum = check_number("RMSProp", "momentum", momentum, 0.0, 1.0, high_open=True)
+        epsilon = check_number("RMSProp", "epsilon", epsilon, 0.0, low_open=True)
+        if not isinstance(centered, bool):
+            raise ValueError(f"RMSProp: centered must be a bool; got {centered!r}")
+        super().__init__(learning_rate, variables_of, clip_grad_norm, scope)
+        self.decay, self.momentum, self.epsilon, self.centered = decay, momentum, epsilon, centered
+
+    def slot_names(self) -> tuple[str, ...]:
+        """``rms``, plus ``mean_grad`` when centered and ``momentum`` with momentum."""
+        return ("rms",) + (("mean_grad",) if self.centered else ()) + (("momentum",) if self.momentum else ())
+
+    def _apply(self, F: Any, grads: list[Any]) -> None:
+        rho, mu, lr = self.decay, self.momentum, self.learning_rate
+        for i, (var, g) in enumerate(zip(self._vars, grads)):
+            ms = self.slots["rms"][i]
+            new_ms = rho * ms + (1.0 - rho) * F.square(g)
+            F.assign(ms, new_ms)
+            if self.centered:
+                mg = self.slots["mean_grad"][i]
+                new_mg = rho * mg + (1.0 - rho) * g
+                F.assign(mg, new_mg)
+                denom = F.sqrt(F.maximum(new_ms - F.square(new_mg), 0.0) + self.epsilon)
+            else:
+                denom = F.sqrt(new_ms + self.epsilon)
+            if mu > 0.0:
+                mom = self.slots["momentum"][i]
+                new_mom = mu * mom + lr * g / denom
+                F.assign(mom, new_mom)
+                F.assign(var, var - new_mom)
+            else:
+                F.assign(var, var - lr * g / denom)

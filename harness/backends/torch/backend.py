@@ -55,7 +55,9 @@ class TorchBackend(Backend):
         return torch.as_tensor(value)
 
     def to_numpy(self, tensor: Any) -> np.ndarray:
-        return tensor.detach().cpu().numpy()
+        # A copy: a graph function may return a variable (or a view of one) whose memory
+        # later API calls change; a CPU tensor's .numpy() would alias it.
+        return tensor.detach().cpu().numpy().copy()
 
     def is_tensor(self, value: Any) -> bool:
         return isinstance(value, torch.Tensor)

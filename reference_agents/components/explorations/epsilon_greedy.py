@@ -1,0 +1,162 @@
+"""`EpsilonGreedy`: replaces greedy discrete actions by uniform random ones with a scheduled probability."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from harness.graph import Component, api, graph_fn
+from harness.spaces import FloatBox, IntBox, Space
+
+#: The schedule types and the keys each takes (besides ``type``).
+SCHEDULE_KEYS: dict[str, tuple[str, ...]] = {
+    "constant": ("value",),
+    "linear": ("from", "to", "steps"),
+    "exponential": ("from", "to", "half_life"),
+}
+
+
+def _probability(owner: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{owner}: schedule[{key!r}] must be a number in [0, 1]; got {value!r}")
+    return float(value)
+
+
+def check_schedule(owner: str, schedule: Any) -> dict[str, Any]:
+    """A normalised copy of an epsilon schedule dict, or ValueError naming the bad key and value.
+
+    Schedules (``t = max(time_step, 0)``):
+
+    - ``{type: constant, value: v}``: ``epsilon(t) = v``.
+    - ``{type: linear, from: a, to: b, steps: n}``: ``epsilon(t) = a + (b - a) * min(t, n) / n``
+      (from ``a`` at ``t = 0`` to ``b`` at ``t >= n``).
+    - ``{type: exponential, from: a, to: b, half_life: h}``:
+      ``epsilon(t) = b + (a - b) * 0.5 ** (t / h)`` (the distance to ``b`` halves every ``h`` steps).
+
+    Probabilities must lie in ``[0, 1]``; ``steps`` is a positive int, ``half_life`` a positive number.
+    """
+    if not isinstance(schedule, dict) or schedule.get("type") not in SCHEDULE_KEYS:
+        raise ValueError(f"{owner}: schedule must be a dict with type one of {sorted(SCHEDULE_KEYS)}; "
+                         f"got {schedule!r}")
+    kind = schedule["type"]
+    wanted = set(SCHEDULE_KEYS[kind])
+    given = set(schedule) - {"type"}
+    if given != wanted:
+        raise ValueError(f"{owner}: a {kind} schedule takes keys {sorted(wanted)}; got {sorted(given)} "
+                         f"in {schedule!r}")
+    out: dict[str, Any] = {"type": kind}
+    for key in ("value", "from", "to"):
+        if key in wanted:
+            out[key] = _probability(owner, key, schedule[key])
+    if kind == "linear":
+        steps = schedule["steps"]
+        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps <= 0:
+            raise ValueError(f"{owner}: schedule['steps'] must be a positive int; got {steps!r}")
+        out["steps"] = int(steps)
+    if kind == "exponential":
+        half_life = schedule["half_life"]
+        if isinstance(half_life, bool) or not isinstance(half_life, (int, float, np.integer, np.floating)) \
+                or not (math.isfinite(half_life) and half_life > 0):
+            raise ValueError(f"{owner}: schedule['half_life'] must be a positive number; got {half_life!r}")
+        out["half_life"] = float(half_life)
+    return out
+
+
+def schedule_range(schedule: dict[str, Any]) -> tuple[float, float]:
+    """The smallest and largest epsilon a (normalised) schedule gives."""
+    if schedule["type"] == "constant":
+        return schedule["value"], schedule["value"]
+    return min(schedule["from"], schedule["to"]), max(schedule["from"], schedule["to"])
+
+
+class EpsilonGreedy(Component):
+    """Epsilon-greedy exploration over ``num_actions`` discrete actions.
+
+    ``epsilon(time_step)`` evaluates the schedule (see `check_schedule`) at a
+    scalar integer time step (``int64[]``, no batch rank), as ``float32[]``
+    within the schedule's range (inside ``[0, 1]``). ``explore(greedy_actions,
+    time_step)`` takes greedy actions ``int*[B]`` (a time rank may come too) and
+    replaces each element independently, with probability epsilon, by an action
+    drawn uniformly from ``0..num_actions-1`` (which may be the greedy one, so
+    an element changes with probability ``epsilon * (A - 1) / A``); the output
+    is ``int*[B](0,A-1)`` for bounded greedy actions (which must lie in
+    ``0..A-1``), unbounded for unbounded ones. Unlike
+    RLgraph's `EpsilonExploration` and Ape-X worker, one coin is flipped per
+    element, not one per batch.
+
+    Args:
+        num_actions: the number of actions A, a positive int.
+        schedule: the epsilon schedule, a dict (see `check_schedule`).
+        scope: the component's name.
+
+    Raises:
+        ValueError: naming the argument and its value when one is invalid.
+    """
+
+    def __init__(self, num_actions: int, schedule: dict[str, Any], scope: str = "epsilon_greedy") -> None:
+        if isinstance(num_actions, bool) or not isinstance(num_actions, (int, np.integer)) or num_actions <= 0:
+            raise ValueError(f"EpsilonGreedy: num_actions must be a positive int; got {num_actions!r}")
+        self.schedule = check_schedule("EpsilonGreedy", schedule)
+        super().__init__(scope=scope)
+        self.num_actions = int(num_actions)
+        self.epsilon_low, self.epsilon_high = (float(np.float32(v)) for v in schedule_range(self.schedule))
+
+    def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
+        """Requires ``time_step`` ``int*[]`` (no extra ranks) and ``greedy_actions`` ``int*[B]`` within ``0..A-1``."""
+        step = input_spaces.get("time_step")
+        if step is not None and not (isinstance(step, IntBox) and step.shape == () and not step.extra_ranks):
+            raise self.space_mismatch("time_step", "a scalar integer time step without batch rank (int64[])", step)
+        greedy = input_spaces.get("greedy_actions")
+        if greedy is not None:
+            if not (isinstance(greedy, IntBox) and greedy.shape == () and greedy.has_batch_rank):
+                raise self.space_mismatch("greedy_actions", "scalar integer actions with a batch rank (int64[B])",
+                                          greedy)
+            if greedy.bounded and (np.any(greedy.low < 0) or np.any(greedy.high > self.num_actions - 1)):
+                raise self.space_mismatch("greedy_actions", f"actions within 0..{self.num_actions - 1}", greedy)
+
+    def _epsilon_space(self, time_step: Space) -> Space:
+        return FloatBox((), self.epsilon_low, self.epsilon_high)
+
+    def _explore_space(self, greedy_actions: Space, epsilon: Space) -> Space:
+        # bounded greedy actions lie in 0..A-1 (check_input_spaces), and so do the explored ones;
+        # unbounded ones pass through as they are where the coin says greedy
+        ranks = dict(batch_rank=greedy_actions.has_batch_rank, time_rank=greedy_actions.has_time_rank,
+                     time_major=greedy_actions.time_major)
+        if greedy_actions.bounded:
+            return IntBox(self.num_actions, dtype=greedy_actions.dtype, **ranks)
+        return IntBox(dtype=greedy_actions.dtype, **ranks)
+
+    @api
+    def epsilon(self, time_step: Any) -> Any:
+        """The schedule's epsilon at ``time_step``, ``float32[]``."""
+        return self._graph_fn_epsilon(time_step)
+
+    @api
+    def explore(self, greedy_actions: Any, time_step: Any) -> Any:
+        """``greedy_actions`` with each element replaced by a uniform random action with probability epsilon."""
+        return self._graph_fn_explore(greedy_actions, self._graph_fn_epsilon(time_step))
+
+    @graph_fn(output_spaces=_epsilon_space)
+    def _graph_fn_epsilon(self, F: Any, time_step: Any) -> Any:
+        s = self.schedule
+        t = F.cast(F.maximum(F.cast(time_step, "int64"), 0), "float32")
+        if s["type"] == "constant":
+            eps = F.zeros_like(t) + s["value"]
+        elif s["type"] == "linear":
+            eps = s["from"] + (s["to"] - s["from"]) * (F.minimum(t, float(s["steps"])) / float(s["steps"]))
+        else:
+            eps = s["to"] + (s["from"] - s["to"]) * F.exp(t * (-math.log(2.0) / s["half_life"]))
+        # clipped into the schedule's range: float32 rounding may step outside by one ulp
+        return F.clip(eps, self.epsilon_low, self.epsilon_high)
+
+    @graph_fn(output_spaces=_explore_space)
+    def _graph_fn_explore(self, F: Any, greedy_actions: Any, epsilon: Any) -> Any:
+        shape = [F.dim(greedy_actions, i) for i in range(len(greedy_actions.shape))]
+        coin = F.random_uniform(shape)
+        draw = F.random_uniform(shape)
+        random_actions = F.minimum(F.cast(draw * float(self.num_actions), "int64"), self.num_actions - 1)
+        random_actions = F.cast(random_actions, self.input_spaces["greedy_actions"].dtype.name)
+        return F.where(coin < epsilon, random_actions, greedy_actions)

@@ -108,15 +108,46 @@ def _compare_values(spec: LoadedSpec, method: str, mspec: MethodSpec, tf: Built,
     run_examples(spec, f"parity/{method}", input_strategy(spec, method_args(tf, method)), body, examples)
 
 
-def _samples(b: Built, method: str, inputs: dict[str, Any], n: int) -> tuple[np.ndarray, list[tuple[str, tuple]]]:
-    """``n`` calls' outputs as rows of one float64 matrix, and the (key path, shape) layout of a row."""
-    rows, layout = [], None
-    for _ in range(n):
-        parts = [(path, np.asarray(leaf)) for path, leaf in leaves(b.call(method, inputs)) if leaf is not None]
-        if layout is None:
-            layout = [(path, arr.shape) for path, arr in parts]
-        rows.append(np.concatenate([arr.astype(np.float64).ravel() for _, arr in parts]) if parts else np.zeros(0))
-    return np.stack(rows), layout or []
+def _samples(b: Built, method: str, inputs: dict[str, Any], n: int) -> dict[str, np.ndarray]:
+    """``n`` calls' outputs: per key path, the values stacked along a new first axis."""
+    calls = [{path: np.asarray(leaf) for path, leaf in leaves(b.call(method, inputs)) if leaf is not None}
+             for _ in range(n)]
+    return {path: np.stack([c[path] for c in calls]) for path in calls[0]} if calls else {}
+
+
+#: Integer outputs with at most this many distinct values are compared by category frequencies.
+MAX_CATEGORIES = 32
+
+
+def _features(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Columns whose means both backends must share, and a label per column.
+
+    Float elements contribute their values and their squares (mean and spread);
+    integer and bool elements with few distinct values contribute one indicator
+    column per value (their category frequencies), others their values.
+    """
+    cols_a, cols_b, labels = [], [], []
+    for path in a:
+        x, y = a[path].reshape(len(a[path]), -1), b[path].reshape(len(b[path]), -1)
+        shape = a[path].shape[1:]
+        for j in range(x.shape[1]):
+            index = tuple(int(i) for i in np.unravel_index(j, shape)) if shape else ()
+            where = f"key path {path!r} index {index}" if path else f"index {index}"
+            xa, yb = x[:, j], y[:, j]
+            values = np.union1d(xa, yb)
+            if xa.dtype.kind in "iub" and len(values) <= MAX_CATEGORIES:
+                for v in values:
+                    cols_a.append((xa == v).astype(np.float64))
+                    cols_b.append((yb == v).astype(np.float64))
+                    labels.append(f"{where}, frequency of value {v.item()!r}")
+                continue
+            xa, yb = xa.astype(np.float64), yb.astype(np.float64)
+            cols_a += [xa, xa ** 2]
+            cols_b += [yb, yb ** 2]
+            labels += [f"{where}, mean", f"{where}, mean of squares"]
+    n_a, n_b = len(next(iter(a.values()), ())), len(next(iter(b.values()), ()))
+    stack = lambda cols, n: np.stack(cols, axis=1) if cols else np.zeros((n, 0))  # noqa: E731
+    return stack(cols_a, n_a), stack(cols_b, n_b), labels
 
 
 def z_test(a: np.ndarray, b: np.ndarray, confidence: float, rtol: float = 0.0,
@@ -150,39 +181,32 @@ def _compare_statistics(spec: LoadedSpec, method: str, mspec: MethodSpec, tf: Bu
     stats, tol = mspec.statistics, tolerance(spec, method)
 
     def body(inputs: dict[str, Any]) -> None:
-        a, layout_a = _samples(tf, method, inputs, stats.samples)
-        b, layout_b = _samples(torch, method, inputs, stats.samples)
+        samples_a = _samples(tf, method, inputs, stats.samples)
+        samples_b = _samples(torch, method, inputs, stats.samples)
+        layout_a = [(p, v.shape[1:], v.dtype.kind) for p, v in samples_a.items()]
+        layout_b = [(p, v.shape[1:], v.dtype.kind) for p, v in samples_b.items()]
         if layout_a != layout_b:
             raise fail(spec, "parity", PAIR, f"method {method!r}: output layouts differ: tf {layout_a}, "
                        f"torch {layout_b}\n  inputs:\n{describe_value(inputs)}")
+        a, b, labels = _features(samples_a, samples_b)
         differs, z, critical = z_test(a, b, stats.confidence, tol.rtol, tol.atol)
         if not differs.any():
             return
         worst = int(np.argmax(np.where(differs, z, -1.0)))
-        where = _element(layout_a, worst)
         raise fail(spec, "parity", PAIR, (
             f"method {method!r} is stochastic (no deterministic_inputs), so it was compared by statistics: "
-            f"per-element means over {stats.samples} calls per backend, two-sample z-test at confidence "
-            f"{stats.confidence} with a Bonferroni correction over {a.shape[1]} element(s) (|z| > {critical:.3g}); "
-            f"{int(differs.sum())} element(s) differ; the worst is {where}: mean tf {a[:, worst].mean():.6g} vs "
-            f"torch {b[:, worst].mean():.6g} (z = {z[worst]:.3g})\n  inputs:\n{describe_value(inputs)}"))
+            f"{stats.samples} calls per backend; per element the mean and mean of squares (floats) or the "
+            f"frequency of each value (integers with at most {MAX_CATEGORIES} values); two-sample z-test at "
+            f"confidence {stats.confidence} with a Bonferroni correction over {a.shape[1]} column(s) "
+            f"(|z| > {critical:.3g}); {int(differs.sum())} column(s) differ; the worst is {labels[worst]}: "
+            f"tf {a[:, worst].mean():.6g} vs torch {b[:, worst].mean():.6g} (z = {z[worst]:.3g})"
+            f"\n  inputs:\n{describe_value(inputs)}"))
 
     # Not shrunk: every shrink step costs `samples` calls per backend, and a shift in
     # distribution rarely depends on the inputs.
     count = max(1, min(MAX_STATISTICAL_EXAMPLES, examples // 10))
     run_examples(spec, f"parity-statistics/{method}", input_strategy(spec, method_args(tf, method)), body, count,
                  shrink=False)
-
-
-def _element(layout: list[tuple[str, tuple]], column: int) -> str:
-    """Names the output element behind one column of the sample matrix."""
-    for path, shape in layout:
-        size = int(np.prod(shape, dtype=np.int64))
-        if column < size:
-            index = tuple(int(i) for i in np.unravel_index(column, shape)) if shape else ()
-            return f"key path {path!r} index {index}" if path else f"index {index}"
-        column -= size
-    return f"element {column}"
 
 
 def check_determinism(spec: LoadedSpec, backend: str) -> None:

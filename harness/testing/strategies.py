@@ -59,6 +59,9 @@ def from_space(space: Space, batch_size: int | None = None, time_size: int | Non
     Leaves are `numpy.ndarray` of exactly the leaf's dtype (0-d arrays for shape
     ``()``); `Dict` spaces give dicts and `Tuple` spaces tuples. Values reach the
     bounds exactly and shrink towards zero, or towards the bound nearest to zero.
+    Subnormal floats are not drawn (unless a bound is one): TensorFlow's CPU
+    kernels flush them to zero and PyTorch's do not, so they would fail parity
+    checks on framework behaviour rather than on the component.
 
     Args:
         space: the space whose values to generate.
@@ -173,8 +176,10 @@ def _float_values(space: FloatBox, sizes: dict[str, int | None], float_limit: fl
     if lo is not None and hi is not None:
         if lo == hi:  # pinned, possibly to an infinity
             return _arrays(dtype, shape, elements=st.just(lo))
+        tiny = float(np.finfo(dtype).tiny)
+        subnormal_bound = any(0 < abs(float(b)) < tiny for b in (lo_f.flat[0], hi_f.flat[0]))
         elements = _from_dtype(dtype, min_value=float(lo_f.flat[0]), max_value=float(hi_f.flat[0]),
-                               allow_nan=False, allow_infinity=False)
+                               allow_nan=False, allow_infinity=False, allow_subnormal=subnormal_bound)
         return _arrays(dtype, shape, elements=elements)
     return _float_per_element(shape, dtype, lo_f, hi_f, space.low, space.low == space.high)
 
@@ -193,6 +198,8 @@ def _float_per_element(draw: Any, shape: tuple[int, ...], dtype: np.dtype, lo_f:
     value = anchor * (1.0 - frac) + side * frac  # a convex combination cannot overflow
     value = np.where(edge == 1, lo64, np.where(edge == 2, hi64, value))
     value = np.clip(value.astype(dtype), lo_t, hi_t)  # rounding to the dtype may step outside
+    subnormal = (value != 0) & (np.abs(value) < np.finfo(dtype).tiny)
+    value = np.where(subnormal, np.clip(np.zeros((), dtype), lo_t, hi_t), value)  # see from_space
     value = np.where(np.broadcast_to(pinned, shape), np.broadcast_to(low, shape), value)
     return np.asarray(value, dtype=dtype)
 

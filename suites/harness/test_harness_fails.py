@@ -50,8 +50,11 @@ EXPECTED: dict[str, dict[str, list[str]]] = {
     },
     "statistics_mismatch": {
         "parity": ["check 'parity' on tf-torch", "method 'apply' is stochastic", "compared by statistics",
-                   "over 400 calls per backend", "two-sample z-test at confidence 0.999",
-                   "Bonferroni correction over", "mean tf", "vs torch", "inputs:"],
+                   "400 calls per backend", "two-sample z-test at confidence 0.999",
+                   "Bonferroni correction over", "mean: tf", "vs torch", "inputs:"],
+    },
+    "frequency_mismatch": {
+        "parity": ["check 'parity' on tf-torch", "compared by statistics", "frequency of value 1"],
     },
     "nondeterministic": {
         "determinism": ["nondeterministic.yaml", "check 'determinism' on {backend}",

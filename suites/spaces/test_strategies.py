@@ -185,3 +185,14 @@ def test_spaces_shrink_to_small_spaces():
     # Shrinking is a search, not a proof: ask only that the result is small, not one exact space.
     space = shrunk(spaces(), lambda s: bool(leaves(s)))
     assert len(leaves(space)) == 1 and depth(space) <= 1
+
+
+@given(st.data())
+def test_from_space_draws_no_subnormal_floats(data):
+    from harness.spaces import FloatBox
+
+    space = data.draw(st.sampled_from([FloatBox((3,)), FloatBox((3,), low=[-1.0, 0.0, -2.0], high=[1.0, 1.0, 0.0]),
+                                       FloatBox((2,), dtype="float64")]).map(lambda s: s.with_batch_rank()))
+    value = data.draw(from_space(space, batch_size=4))
+    tiny = np.finfo(space.dtype).tiny
+    assert not np.any((value != 0) & (np.abs(value) < tiny)), value

@@ -180,6 +180,30 @@ class BiasedNoise(GaussianNoise):
         return inputs + F.random_normal((F.dim(inputs, 0), F.dim(inputs, 1)), 1.0, self.std)
 
 
+class SpreadChoice(Component):
+    """Picks 0 or 2 with equal chance per element; its ``.torch`` body always picks 1.
+
+    Both have mean 1, so only category frequencies tell them apart: the statistical
+    ``parity`` check must fail on them.
+    """
+
+    def __init__(self, scope: str = "choice") -> None:
+        super().__init__(scope=scope)
+
+    @api
+    def apply(self, inputs: Any) -> Any:
+        return self._graph_fn_apply(inputs)
+
+    @graph_fn
+    def _graph_fn_apply(self, F: Any, inputs: Any) -> Any:
+        coin = F.random_uniform((F.dim(inputs, 0),)) < 0.5
+        return F.where(coin, F.zeros_like(inputs) + 2, F.zeros_like(inputs))
+
+    @_graph_fn_apply.torch
+    def _graph_fn_apply_torch(self, F: Any, inputs: Any) -> Any:
+        return F.zeros_like(inputs) + 1
+
+
 class ExploringNoise(Component):
     """``inputs + N(0, std)`` where ``explore`` else ``inputs`` (correct); deterministic with explore false."""
 

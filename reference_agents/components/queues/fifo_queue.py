@@ -1,0 +1,174 @@
+"""`FIFOQueue`: a bounded first-in-first-out queue of records held in variables, for actor-learner hand-off."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.graph import BuildError, Component, api, graph_fn
+from harness.spaces import IntBox, Space
+
+from reference_agents.components.memories.replay_memory import check_positive_int, is_count, unbounded
+from reference_agents.components.memories.scatter import scatter_rows_tf, scatter_rows_torch, tf_arange, torch_arange
+
+
+class FIFOQueue(Component):
+    """A ring buffer of up to ``capacity`` records, taken out in the order they were put in.
+
+    Records are any space (a box, or a Dict/Tuple of boxes) whose every leaf has a
+    batch rank and no time rank. Both API calls are non-blocking (graph functions
+    are traced, so they must never wait): `enqueue_records` takes the first
+    ``min(B, capacity - size)`` records of a batch of ``B`` and returns how many it
+    took; the records after those are NOT taken and stay with the caller (nothing
+    in the queue is ever overwritten). `dequeue_records` removes up to
+    ``num_records`` records from the front and returns them with the count actually
+    removed; rows past that count are zeros. Blocking with timeouts lives outside the
+    graph, in `reference_agents.components.queues.BlockingQueue`.
+
+    Dequeuing moves ``head`` on without clearing the buffer rows it read (they are
+    overwritten by later enqueues), so the buffers keep stale records past the live ones.
+
+    Variables (all ``trainable=False``): one buffer per record leaf,
+    ``records/<key path>`` (``records`` for a box) of shape ``(capacity, *leaf)`` in
+    the leaf's dtype, zeros at first; ``head`` (int64, the slot of the oldest record)
+    and ``size`` (int64, the records held). The next free slot is
+    ``(head + size) mod capacity``.
+
+    Args:
+        capacity: the most records held, a positive int.
+        scope: the component's name.
+
+    Raises:
+        ValueError: naming ``capacity`` when it is not a positive int.
+    """
+
+    def __init__(self, capacity: int, scope: str = "fifo_queue") -> None:
+        self.capacity = check_positive_int("FIFOQueue", "capacity", capacity)
+        super().__init__(scope=scope)
+        self.record_space: Space | None = None
+        self.buffers: dict[str, Any] = {}
+        self.head: Any = None
+        self.size: Any = None
+
+    def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
+        """``records``: every leaf with a batch rank and no time rank; ``num_records``: ``int*[]``."""
+        records = input_spaces.get("records")
+        if records is not None:
+            bad = [p or "<root>" for p, s in records.leaves() if not s.has_batch_rank or s.has_time_rank]
+            if bad:
+                raise self.space_mismatch("records", "records whose every leaf has a batch rank and no time rank",
+                                          records, f"leaves {bad} do not")
+        if "num_records" in input_spaces and not is_count(input_spaces["num_records"]):
+            raise self.space_mismatch("num_records", "a scalar int without extra ranks (int64[])",
+                                      input_spaces["num_records"])
+
+    def create_variables(self, input_spaces: dict[str, Space]) -> None:
+        """One buffer ``(capacity, *leaf)`` per record leaf, and ``head`` and ``size``."""
+        if "records" not in input_spaces:
+            raise BuildError(f"FIFOQueue {self.global_scope!r}: its buffers take their shapes from the records "
+                             f"of enqueue_records, which no built API method calls; build enqueue_records too")
+        self.record_space = input_spaces["records"]
+        for path, leaf in self.record_space.leaves():
+            name = f"records/{path}" if path else "records"
+            self.buffers[path] = self.get_variable(name, (self.capacity,) + leaf.shape, leaf.dtype.name, "zeros",
+                                                   trainable=False)
+        self.head = self.get_variable("head", (), "int64", "zeros", trainable=False)
+        self.size = self.get_variable("size", (), "int64", "zeros", trainable=False)
+
+    def _count_space(self, *spaces: Space) -> Space:
+        return IntBox(low=0, high=self.capacity)
+
+    def _dequeued_spaces(self, *spaces: Space) -> tuple[Space, Space]:
+        return unbounded(self.record_space.with_ranks(True, False)), self._count_space()
+
+    @api
+    def enqueue_records(self, records: Any) -> Any:
+        """Appends the first ``min(B, capacity - size)`` records of the batch; returns that number (``int64[]``)."""
+        return self._graph_fn_enqueue(records)
+
+    @api(must_be_complete=False)
+    def dequeue_records(self, num_records: Any) -> Any:
+        """Removes up to ``num_records`` records from the front.
+
+        Returns:
+            ``(records, count)``: ``num_records`` rows (``max(num_records, 0)``) in FIFO
+            order, of which the first ``count = min(num_records, size)`` are the removed
+            records and the rest zeros; ``count`` is ``int64[]``.
+        """
+        return self._graph_fn_dequeue(num_records)
+
+    @api
+    def get_size(self) -> Any:
+        """The number of records held, ``int64[]``."""
+        return self._graph_fn_get_size()
+
+    @graph_fn(output_spaces=_count_space)
+    def _graph_fn_enqueue(self, F: Any, records: Any) -> Any:
+        raise NotImplementedError("FIFOQueue.enqueue_records needs a backend body (a row scatter)")
+
+    @_graph_fn_enqueue.tf
+    def _graph_fn_enqueue(self, F: Any, records: Any) -> Any:  # noqa: F811 - the TF body
+        import tensorflow as tf
+
+        flat = self.record_space.flatten_value(records)
+        n = tf.shape(next(iter(flat.values())), out_type=tf.int64)[0]
+        accepted = tf.minimum(n, self.capacity - self.size)
+        rows = (self.head + self.size + tf_arange(accepted)) % self.capacity
+        for path, var in self.buffers.items():
+            scatter_rows_tf(var, rows, flat[path][:accepted])
+        self.size.assign_add(accepted)
+        return accepted
+
+    @_graph_fn_enqueue.torch
+    def _graph_fn_enqueue(self, F: Any, records: Any) -> Any:  # noqa: F811 - the torch body
+        import torch
+
+        flat = self.record_space.flatten_value(records)
+        n = int(next(iter(flat.values())).shape[0])
+        size = int(self.size)
+        accepted = min(n, self.capacity - size)
+        rows = (self.head + size + torch_arange(accepted, self.head)) % self.capacity
+        for path, var in self.buffers.items():
+            scatter_rows_torch(var, rows, flat[path][:accepted])
+        F.assign(self.size, self.size + accepted)
+        return torch.tensor(accepted, dtype=torch.int64, device=self.size.device)
+
+    def _front(self, F: Any, positions: Any, count: Any) -> Any:
+        """The records at ``head + positions`` (mod capacity), zeros where ``positions >= count``."""
+        rows = (self.head + positions) % self.capacity
+        live = positions < count
+        out = {}
+        for path, var in self.buffers.items():
+            taken = F.gather(var, rows)
+            mask = F.reshape(live, [-1] + [1] * (len(var.shape) - 1))
+            out[path] = F.where(mask, taken, F.zeros_like(taken))
+        return self.record_space.unflatten(out)
+
+    @graph_fn(returns=2, output_spaces=_dequeued_spaces)
+    def _graph_fn_dequeue(self, F: Any, num_records: Any) -> Any:
+        raise NotImplementedError("FIFOQueue.dequeue_records needs a backend body (a range of rows)")
+
+    @_graph_fn_dequeue.tf
+    def _graph_fn_dequeue(self, F: Any, num_records: Any) -> Any:  # noqa: F811 - the TF body
+        import tensorflow as tf
+
+        n = tf.maximum(tf.cast(num_records, tf.int64), 0)
+        count = tf.minimum(n, self.size)
+        records = self._front(F, tf_arange(n), count)
+        self.head.assign((self.head + count) % self.capacity)
+        self.size.assign_sub(count)
+        return records, count
+
+    @_graph_fn_dequeue.torch
+    def _graph_fn_dequeue(self, F: Any, num_records: Any) -> Any:  # noqa: F811 - the torch body
+        import torch
+
+        n = max(int(num_records), 0)
+        count = min(n, int(self.size))
+        records = self._front(F, torch_arange(n, self.head), count)
+        F.assign(self.head, (self.head + count) % self.capacity)
+        F.assign(self.size, self.size - count)
+        return records, torch.tensor(count, dtype=torch.int64, device=self.size.device)
+
+    @graph_fn
+    def _graph_fn_get_size(self, F: Any) -> Any:
+        return self.size + 0  # a new tensor: torch would hand out the variable's own memory

@@ -1,0 +1,276 @@
+"""Prioritized replay against a peer: our `PrioritizedReplay` beside RLlib's `PrioritizedReplayBuffer`.
+
+One workload for every contender: a memory of ``capacity`` records (filled before
+timing, so inserts overwrite the oldest), records of ``state float32[4], action
+int64, reward float32, terminal bool``, the same ``alpha``/``beta``, and three
+operations on batches of ``batch`` records:
+
+* ``insert``: write a batch of new records (at the largest priority so far);
+* ``sample``: draw a prioritized batch, with its slots and importance weights;
+* ``update``: set new priorities for the slots just sampled (as a training step does);
+
+plus ``step`` = the three in a row, which is what one training iteration costs.
+
+Ours is timed through `GraphExecutor.execute` (NumPy in, NumPy out: the user-facing
+path) and through `GraphExecutor.api_function` with backend tensors (no NumPy
+conversion), per backend. RLlib's buffer is timed through its public methods
+(``add(SampleBatch)``, ``sample(n, beta)``, ``update_priorities(idxes, priorities)``).
+
+Speed ratios are ``RLlib time / our time``: above 1 means ours is faster.
+
+Run ``python -m harness.report.replay_peers [--json PATH] [--seconds S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import time
+from typing import Any, Callable
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+
+RECORD = "[B]{state: float32[4], action: int64[], reward: float32[], terminal: bool[]}"
+OPERATIONS = ("insert", "sample", "update", "step")
+FILL_CHUNK = 10_000
+
+
+def records(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
+    """A batch of ``n`` records as NumPy arrays keyed like `RECORD`."""
+    return {"state": rng.standard_normal((n, 4)).astype(np.float32), "action": rng.integers(0, 4, n),
+            "reward": rng.standard_normal(n).astype(np.float32), "terminal": rng.random(n) < 0.1}
+
+
+def priorities(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Positive priorities, like absolute TD errors."""
+    return (np.abs(rng.standard_normal(n)) + 1e-3).astype(np.float32)
+
+
+def time_us(fn: Callable[[], Any], seconds: float, rounds: int = 9) -> float:
+    """The least over ``rounds`` of the mean µs per call of ``fn`` (about ``seconds`` in all, after a warm-up).
+
+    The least round, as `timeit` advises: on a shared machine other load only ever adds time.
+    """
+    for _ in range(5):
+        fn()
+    start, n = time.perf_counter(), 0
+    while n < 5 or time.perf_counter() - start < 0.05:
+        fn()
+        n += 1
+    per_call = (time.perf_counter() - start) / n
+    number = max(1, int(seconds / rounds / per_call))
+    means = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        means.append((time.perf_counter() - t0) / number * 1e6)
+    return min(means)
+
+
+# ---- ours ---------------------------------------------------------------------------------------
+def build_ours(backend: str, capacity: int, alpha: float, beta: float, epsilon: float, seed: int = 0):
+    """A `GraphExecutor` of `PrioritizedReplay` on ``backend``, filled with ``capacity`` records."""
+    from harness.execution.executor import GraphExecutor
+    from reference_agents.components.memories import PrioritizedReplay
+
+    spaces = {"records": RECORD, "num_records": "int64[]", "indices": "int64[B]", "priorities": "float32[B]"}
+    executor = GraphExecutor(PrioritizedReplay(capacity, alpha=alpha, beta=beta, epsilon=epsilon), spaces,
+                             backend=backend, seed=seed)
+    rng = np.random.default_rng(seed)
+    for start in range(0, capacity, FILL_CHUNK):
+        executor.execute("insert_records", records(rng, min(FILL_CHUNK, capacity - start)))
+    return executor
+
+
+def ours_calls(executor: Any, batch: int, seed: int = 1) -> dict[str, dict[str, Callable[[], Any]]]:
+    """``{"execute": {op: fn}, "api_function": {op: fn}}`` for one filled executor."""
+    rng = np.random.default_rng(seed)
+    new, count, prios = records(rng, batch), np.int64(batch), priorities(rng, batch)
+    execute = executor.execute
+    _, slots, _ = execute("get_records", count)
+
+    def step_execute() -> None:
+        execute("insert_records", new)
+        _, s, _ = execute("get_records", count)
+        execute("update_records", s, prios)
+
+    by_execute = {"insert": lambda: execute("insert_records", new),
+                  "sample": lambda: execute("get_records", count),
+                  "update": lambda: execute("update_records", slots, prios),
+                  "step": step_execute}
+
+    to_tensor = executor.backend.to_tensor
+    insert_fn, get_fn, update_fn = (executor.api_function(m) for m in ("insert_records", "get_records",
+                                                                        "update_records"))
+    t_new = {k: to_tensor(v) for k, v in new.items()}
+    t_count, t_prios, t_slots = to_tensor(count), to_tensor(prios), to_tensor(slots)
+
+    def step_api() -> None:
+        insert_fn(t_new)
+        _, s, _ = get_fn(t_count)
+        update_fn(s, t_prios)
+
+    by_api = {"insert": lambda: insert_fn(t_new), "sample": lambda: get_fn(t_count),
+              "update": lambda: update_fn(t_slots, t_prios), "step": step_api}
+    return {"execute": by_execute, "api_function": by_api}
+
+
+# ---- RLlib ---------------------------------------------------------------------------------------
+def import_rllib_safely() -> None:
+    """Imports TensorFlow (when installed) before RLlib.
+
+    RLlib's ``try_import_tf`` calls ``tf.compat.v1.disable_v2_behavior()`` when it is
+    the first to import TensorFlow, which switches eager execution off for the whole
+    process and breaks our TF backend (its API functions then return symbolic
+    tensors). With TensorFlow already imported, RLlib leaves it alone.
+    """
+    try:
+        import tensorflow  # noqa: F401
+    except ImportError:
+        pass
+
+
+def rllib_version() -> str | None:
+    """RLlib's (Ray's) version, or None when ``ray.rllib`` cannot be imported."""
+    import_rllib_safely()
+    try:
+        import ray
+        import ray.rllib.utils.replay_buffers.prioritized_replay_buffer  # noqa: F401
+    except ImportError:
+        return None
+    return ray.__version__
+
+
+def build_rllib(capacity: int, alpha: float, seed: int = 0):
+    """RLlib's `PrioritizedReplayBuffer` (timesteps as storage unit), filled with ``capacity`` records."""
+    import_rllib_safely()
+    from ray.rllib.policy.sample_batch import SampleBatch
+    from ray.rllib.utils.replay_buffers.prioritized_replay_buffer import PrioritizedReplayBuffer
+
+    buffer = PrioritizedReplayBuffer(capacity=capacity, storage_unit="timesteps", alpha=alpha)
+    rng = np.random.default_rng(seed)
+    for start in range(0, capacity, FILL_CHUNK):
+        buffer.add(sample_batch(SampleBatch, records(rng, min(FILL_CHUNK, capacity - start))))
+    return buffer
+
+
+def sample_batch(cls: Any, rec: dict[str, np.ndarray]) -> Any:
+    """Our record batch as an RLlib ``SampleBatch`` with RLlib's column names."""
+    return cls({"obs": rec["state"], "actions": rec["action"], "rewards": rec["reward"],
+                "terminateds": rec["terminal"]})
+
+
+def rllib_calls(buffer: Any, batch: int, beta: float, seed: int = 1) -> dict[str, Callable[[], Any]]:
+    """``{op: fn}`` for a filled RLlib buffer (the SampleBatch to add is built once, outside the timing)."""
+    from ray.rllib.policy.sample_batch import SampleBatch
+
+    random.seed(seed)  # RLlib draws masses with the `random` module
+    rng = np.random.default_rng(seed)
+    new, prios = sample_batch(SampleBatch, records(rng, batch)), priorities(rng, batch).astype(np.float64)
+    slots = buffer.sample(batch, beta=beta)["batch_indexes"]
+
+    def step() -> None:
+        buffer.add(new)
+        s = buffer.sample(batch, beta=beta)
+        buffer.update_priorities(s["batch_indexes"], prios)
+
+    return {"insert": lambda: buffer.add(new), "sample": lambda: buffer.sample(batch, beta=beta),
+            "update": lambda: buffer.update_priorities(slots, prios), "step": step}
+
+
+# ---- the report ----------------------------------------------------------------------------------
+def measure(backends: tuple[str, ...] = ("tf", "torch"), capacity: int = 100_000, batch: int = 64,
+            alpha: float = 0.6, beta: float = 0.4, epsilon: float = 1e-6, seconds: float = 1.0,
+            record: str = RECORD) -> dict[str, Any]:
+    """Per-operation µs of our prioritized replay (per backend and call path) and of RLlib's, and speed ratios.
+
+    Args:
+        backends: our backends to time.
+        capacity: records held (each memory is filled to it before timing).
+        batch: records per insert / sample / update.
+        alpha, beta, epsilon: the prioritization settings, the same for both.
+        seconds: about how long each timing takes.
+        record: the record space (fixed: `RECORD`; given only to be written in the result).
+
+    Returns:
+        ``{"config": ..., "versions": ..., "rllib": {op: µs} | None, "rllib_note": str | None,
+        "ours": {backend: {path: {op: µs}}}, "speed_ratio": {backend: {path: {op: rllib/ours | None}}}}``.
+        Without RLlib the ``rllib`` entry and every ratio are None and ``rllib_note`` says why.
+    """
+    if record != RECORD:
+        raise ValueError(f"measure: only the record space {RECORD!r} is supported; got {record!r}")
+    result: dict[str, Any] = {
+        "config": {"capacity": capacity, "batch": batch, "alpha": alpha, "beta": beta, "epsilon": epsilon,
+                   "record": record, "seconds": seconds},
+        "versions": versions(backends), "ours": {}, "speed_ratio": {}, "rllib": None, "rllib_note": None,
+    }
+    if result["versions"]["ray"] is not None:
+        buffer = build_rllib(capacity, alpha)
+        result["rllib"] = {op: time_us(fn, seconds) for op, fn in rllib_calls(buffer, batch, beta).items()}
+        del buffer
+    else:
+        result["rllib_note"] = "ray[rllib] is not installed (pip install -e '.[peers]'); RLlib columns are None"
+    for backend in backends:
+        executor = build_ours(backend, capacity, alpha, beta, epsilon)
+        result["ours"][backend] = {path: {op: time_us(fn, seconds) for op, fn in calls.items()}
+                                   for path, calls in ours_calls(executor, batch).items()}
+        result["speed_ratio"][backend] = {
+            path: {op: (result["rllib"][op] / us if result["rllib"] else None) for op, us in ops.items()}
+            for path, ops in result["ours"][backend].items()}
+    return result
+
+
+def versions(backends: tuple[str, ...]) -> dict[str, str | None]:
+    """Python, NumPy, the backends' and Ray's versions (Ray None when RLlib is missing)."""
+    out: dict[str, str | None] = {"python": platform.python_version(), "numpy": np.__version__,
+                                  "ray": rllib_version(), "machine": f"{platform.machine()}, {os.cpu_count()} cpus"}
+    if "tf" in backends:
+        import tensorflow as tf
+        out["tensorflow"] = tf.__version__
+    if "torch" in backends:
+        import torch
+        out["torch"] = torch.__version__
+    return out
+
+
+def table(result: dict[str, Any]) -> str:
+    """A Markdown table: one row per (backend, call path), µs per operation and speed vs RLlib."""
+    rl = result["rllib"]
+    head = "| contender | " + " | ".join(f"{op} µs" for op in OPERATIONS) + " | " + \
+        " | ".join(f"{op} speed vs RLlib" for op in OPERATIONS) + " |"
+    lines = [head, "|" + "---|" * (1 + 2 * len(OPERATIONS))]
+    if rl is not None:
+        lines.append("| RLlib PrioritizedReplayBuffer | " + " | ".join(f"{rl[op]:.1f}" for op in OPERATIONS)
+                     + " | " + " | ".join("1.00" for _ in OPERATIONS) + " |")
+    for backend, paths in result["ours"].items():
+        for path, ops in paths.items():
+            ratios = result["speed_ratio"][backend][path]
+            lines.append(f"| ours, {backend}, {path} | " + " | ".join(f"{ops[op]:.1f}" for op in OPERATIONS)
+                         + " | " + " | ".join("n/a" if ratios[op] is None else f"{ratios[op]:.2f}"
+                                               for op in OPERATIONS) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", default="tf,torch")
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--json", help="also write the raw result here")
+    args = parser.parse_args(argv)
+    result = measure(tuple(args.backends.split(",")), seconds=args.seconds)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    print(table(result))
+    if result["rllib_note"]:
+        print(result["rllib_note"])
+
+
+if __name__ == "__main__":
+    main()

@@ -156,7 +156,17 @@ class GraphExecutor:
         def call(*args: Any, **kwargs: Any) -> Any:
             if kwargs or len(args) != n:
                 args = self._bind(api.name, names, args, kwargs)
-            out = fn(*[c(a) for c, a in zip(converters, args)])
+            feeds = [c(a) for c, a in zip(converters, args)]
+            try:
+                out = fn(*feeds)
+            except Exception as exc:  # a backend error on valid-looking inputs: say where it happened
+                shapes = ", ".join(f"{a}: {np.shape(x) if not isinstance(x, (dict, tuple)) else type(x).__name__}"
+                                   for a, x in zip(names, args))
+                raise ExecutionError(
+                    f"{type(self.root).__name__} {self.root.global_scope!r}: API method {api.name!r} failed on "
+                    f"the {self.backend_name} backend for inputs ({shapes}): {type(exc).__name__}: "
+                    f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                ) from exc
             if out is None:
                 return None
             return optree.tree_map(to_numpy, out)

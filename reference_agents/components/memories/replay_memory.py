@@ -6,9 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.graph import BuildError, Component, api, graph_fn
+from harness.graph import Component, api, graph_fn
 from harness.spaces import BoolBox, FloatBox, IntBox, Space
 
+from reference_agents.components.memories.record_buffers import check_records_space, create_record_buffers
 from reference_agents.components.memories.scatter import scatter_rows_tf, scatter_rows_torch, tf_arange, torch_arange
 
 
@@ -74,12 +75,7 @@ class ReplayMemory(Component):
 
     def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
         """``records``: every leaf with a batch rank and no time rank; ``num_records`` ``int*[]``; ``indices`` ``int*[B]``."""
-        records = input_spaces.get("records")
-        if records is not None:
-            bad = [p or "<root>" for p, s in records.leaves() if not s.has_batch_rank or s.has_time_rank]
-            if bad:
-                raise self.space_mismatch("records", "records whose every leaf has a batch rank and no time rank",
-                                          records, f"leaves {bad} do not")
+        check_records_space(self, input_spaces)
         if "num_records" in input_spaces and not is_count(input_spaces["num_records"]):
             raise self.space_mismatch("num_records", "a scalar int without extra ranks (int64[])",
                                       input_spaces["num_records"])
@@ -88,14 +84,7 @@ class ReplayMemory(Component):
 
     def create_variables(self, input_spaces: dict[str, Space]) -> None:
         """One buffer ``(capacity, *leaf)`` per record leaf, and ``index`` and ``size``."""
-        if "records" not in input_spaces:
-            raise BuildError(f"ReplayMemory {self.global_scope!r}: its buffers take their shapes from the records "
-                             f"of insert_records, which no built API method calls; build insert_records too")
-        self.record_space = input_spaces["records"]
-        for path, leaf in self.record_space.leaves():
-            name = f"records/{path}" if path else "records"
-            self.buffers[path] = self.get_variable(name, (self.capacity,) + leaf.shape, leaf.dtype.name, "zeros",
-                                                   trainable=False)
+        self.record_space, self.buffers = create_record_buffers(self, input_spaces, self.capacity, "insert_records")
         self.index = self.get_variable("index", (), "int64", "zeros", trainable=False)
         self.size = self.get_variable("size", (), "int64", "zeros", trainable=False)
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.graph import BuildError, Component, api, graph_fn
+from harness.graph import Component, api, graph_fn
 from harness.spaces import IntBox, Space
 
 from reference_agents.components.memories.replay_memory import check_positive_int, is_count, unbounded
+from reference_agents.components.memories.record_buffers import check_records_space, create_record_buffers
 from reference_agents.components.memories.scatter import scatter_rows_tf, scatter_rows_torch, tf_arange, torch_arange
 
 
@@ -51,26 +52,14 @@ class FIFOQueue(Component):
 
     def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
         """``records``: every leaf with a batch rank and no time rank; ``num_records``: ``int*[]``."""
-        records = input_spaces.get("records")
-        if records is not None:
-            bad = [p or "<root>" for p, s in records.leaves() if not s.has_batch_rank or s.has_time_rank]
-            if bad:
-                raise self.space_mismatch("records", "records whose every leaf has a batch rank and no time rank",
-                                          records, f"leaves {bad} do not")
+        check_records_space(self, input_spaces)
         if "num_records" in input_spaces and not is_count(input_spaces["num_records"]):
             raise self.space_mismatch("num_records", "a scalar int without extra ranks (int64[])",
                                       input_spaces["num_records"])
 
     def create_variables(self, input_spaces: dict[str, Space]) -> None:
         """One buffer ``(capacity, *leaf)`` per record leaf, and ``head`` and ``size``."""
-        if "records" not in input_spaces:
-            raise BuildError(f"FIFOQueue {self.global_scope!r}: its buffers take their shapes from the records "
-                             f"of enqueue_records, which no built API method calls; build enqueue_records too")
-        self.record_space = input_spaces["records"]
-        for path, leaf in self.record_space.leaves():
-            name = f"records/{path}" if path else "records"
-            self.buffers[path] = self.get_variable(name, (self.capacity,) + leaf.shape, leaf.dtype.name, "zeros",
-                                                   trainable=False)
+        self.record_space, self.buffers = create_record_buffers(self, input_spaces, self.capacity, "enqueue_records")
         self.head = self.get_variable("head", (), "int64", "zeros", trainable=False)
         self.size = self.get_variable("size", (), "int64", "zeros", trainable=False)
 

@@ -11,7 +11,7 @@ from harness.spaces import FloatBox, IntBox, Space
 
 from reference_agents.components.memories.replay_memory import check_positive_int, is_index_batch
 from reference_agents.components.memories.scatter import (
-    last_of_repeats_tf, last_of_repeats_torch, scatter_rows_tf, scatter_rows_torch,
+    last_of_repeats_tf, last_of_repeats_torch, scatter_rows_tf,
 )
 
 OPERATIONS = ("sum", "min")
@@ -117,7 +117,21 @@ class SegmentTree(Component):
 
     @_graph_fn_update.torch
     def _graph_fn_update(self, F: Any, indices: Any, values: Any) -> None:  # noqa: F811 - the torch body
-        self._update(F, indices, values, last_of_repeats_torch, scatter_rows_torch)
+        # Same recomputation as `_update`, with fewer eager ops per level (each op is a
+        # Python-level dispatch on torch): the tree viewed as rows (left, right) gives
+        # both children of node p in one indexing; see reports/replay_vs_rllib.md.
+        import torch
+
+        leaves, values = last_of_repeats_torch(indices.long() % self.capacity, values.float())
+        with torch.no_grad():
+            tree = self.tree
+            nodes = leaves + self.capacity
+            tree[nodes] = values
+            children = tree.view(-1, 2)
+            for _ in range(self.depth):
+                nodes = nodes >> 1  # siblings give one parent twice, with one value
+                pairs = children[nodes]
+                tree[nodes] = pairs[:, 0] + pairs[:, 1] if self.operation == "sum" else pairs.amin(1)
 
     @graph_fn
     def _graph_fn_reduce(self, F: Any) -> Any:

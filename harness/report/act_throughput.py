@@ -1,0 +1,185 @@
+"""Act throughput (RLgraph paper, Fig. 5b): a dueling Nature-DQN actor through the framework vs by hand.
+
+The framework side is `QActor` built by `GraphExecutor` and called per call through
+``executor.api_function("q_values")`` with a backend tensor. The hand-written side is
+the same network written directly against the backend (``torch.nn.functional`` under
+``torch.no_grad()``, or a ``tf.function`` with an input signature) holding the SAME
+weights, taken from ``executor.get_weights()``.
+
+States are Pong-shaped ``float32[B,84,84,4]``. The ``uint8 -> float32`` conversion (and
+any scaling) an Atari actor would do is left out on BOTH sides, so both measure the
+network alone.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from harness.execution.executor import GraphExecutor
+from harness.graph import Component, api
+from reference_agents.components.nn import DuelingHead, NeuralNetwork
+from reference_agents.components.nn.network import nature_dqn_layers
+
+NUM_ACTIONS = 6
+STATE_SPACE = "float32[B,84,84,4]"
+#: (scope, stride) of the Nature DQN convolutions, all 'valid' and relu.
+_CONVS = (("conv2d_0", 4), ("conv2d_1", 2), ("conv2d_2", 1))
+
+
+class QActor(Component):
+    """Nature DQN torso plus a dueling head: ``q_values(states float32[B,84,84,4]) -> float32[B,6]``."""
+
+    def __init__(self, num_actions: int = NUM_ACTIONS, scope: str = "q_actor") -> None:
+        network = NeuralNetwork(layers=nature_dqn_layers(), scope="network")
+        head = DuelingHead(num_actions=num_actions, scope="dueling_head")
+        super().__init__(network, head, scope=scope)
+        self.network, self.head = network, head
+
+    @api
+    def q_values(self, states: Any) -> Any:
+        """Q-values ``[B, num_actions]`` for ``states``."""
+        return self.head.apply(self.network.apply(states))
+
+
+def build(backend: str) -> GraphExecutor:
+    """A built `QActor` executor on ``backend``.
+
+    The biases start at zero; they are set to small random values here so that the
+    hand-written actors' agreement check covers them too (timing is unaffected).
+    """
+    executor = GraphExecutor(QActor(), {"states": STATE_SPACE}, backend=backend)
+    rng = np.random.default_rng(0)
+    weights = executor.get_weights()
+    executor.set_weights({k: (rng.uniform(-0.1, 0.1, v.shape).astype(v.dtype) if k.endswith("/bias") else v)
+                          for k, v in weights.items()})
+    return executor
+
+
+def _weight(weights: dict[str, np.ndarray], suffix: str) -> np.ndarray:
+    """The one weight whose key ends with ``/suffix`` (keys carry the root's scope path)."""
+    hits = [k for k in weights if k == suffix or k.endswith("/" + suffix)]
+    if len(hits) != 1:
+        raise KeyError(f"expected one weight ending in {suffix!r}; got {hits} among {sorted(weights)}")
+    return weights[hits[0]]
+
+
+def hand_written(backend: str, weights: dict[str, np.ndarray]) -> Callable[[Any], Any]:
+    """The same network written by hand on ``backend`` with ``weights`` (canonical layouts).
+
+    Convolution kernels are ``(h, w, in, out)`` for NHWC images, dense kernels
+    ``(in, out)``; all three convolutions are 'valid', so no padding is needed.
+    """
+    convs = [(_weight(weights, f"{s}/kernel"), _weight(weights, f"{s}/bias"), stride) for s, stride in _CONVS]
+    dense = (_weight(weights, "dense_4/kernel"), _weight(weights, "dense_4/bias"))
+    value = (_weight(weights, "value/kernel"), _weight(weights, "value/bias"))
+    adv = (_weight(weights, "advantage/kernel"), _weight(weights, "advantage/bias"))
+    if backend == "torch":
+        return _torch_actor(convs, dense, value, adv)
+    if backend == "tf":
+        return _tf_actor(convs, dense, value, adv)
+    raise ValueError(f"unknown backend {backend!r}")
+
+
+def _torch_actor(convs, dense, value, adv) -> Callable[[Any], Any]:
+    import torch
+    import torch.nn.functional as fn
+
+    t = torch.from_numpy
+    # Kernels to OIHW once, here; biases as they are.
+    tconvs = [(t(np.ascontiguousarray(k.transpose(3, 2, 0, 1))), t(b), s) for k, b, s in convs]
+    (dk, db), (vk, vb), (ak, ab) = [(t(k), t(b)) for k, b in (dense, value, adv)]
+
+    @torch.no_grad()
+    def act(states: Any) -> Any:
+        x = states.permute(0, 3, 1, 2)  # NHWC -> NCHW, once per call
+        for kernel, bias, stride in tconvs:
+            x = torch.relu(fn.conv2d(x, kernel, bias, stride=stride))
+        # Flatten in the framework's NHWC order (h, w, c) so the dense kernel lines up.
+        x = x.permute(0, 2, 3, 1).reshape(x.shape[0], -1)
+        h = torch.relu(x @ dk + db)
+        v = h @ vk + vb
+        a = h @ ak + ab
+        return v + a - a.mean(dim=-1, keepdim=True)
+    return act
+
+
+def _tf_actor(convs, dense, value, adv) -> Callable[[Any], Any]:
+    import tensorflow as tf
+
+    c = tf.constant
+    tconvs = [(c(k), c(b), s) for k, b, s in convs]
+    (dk, db), (vk, vb), (ak, ab) = [(c(k), c(b)) for k, b in (dense, value, adv)]
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 84, 84, 4], tf.float32)], autograph=False)
+    def act(states: Any) -> Any:
+        x = states
+        for kernel, bias, stride in tconvs:
+            x = tf.nn.relu(tf.nn.conv2d(x, kernel, strides=[1, stride, stride, 1], padding="VALID") + bias)
+        x = tf.reshape(x, [tf.shape(x)[0], 7 * 7 * 64])
+        h = tf.nn.relu(tf.matmul(x, dk) + db)
+        v = tf.matmul(h, vk) + vb
+        a = tf.matmul(h, ak) + ab
+        return v + a - tf.reduce_mean(a, axis=-1, keepdims=True)
+    return act
+
+
+def _rate(fn: Callable[[], Any], seconds: float, rounds: int = 3, warmup: int = 5) -> float:
+    """Median over ``rounds`` of calls/s of ``fn``, each round about ``seconds`` long, after a warm-up."""
+    for _ in range(warmup):
+        fn()
+    rates = []
+    for _ in range(rounds):
+        n, start = 0, time.perf_counter()
+        while True:
+            fn()
+            n += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= seconds:
+                break
+        rates.append(n / elapsed)
+    return statistics.median(rates)
+
+
+def setup_pair(backend: str, batch: int, executor: GraphExecutor | None = None,
+               rtol: float = 1e-4, atol: float = 1e-5) -> tuple[Callable, Callable, Any]:
+    """``(framework, hand, states)`` for one batch size, checked to agree before any timing.
+
+    Raises:
+        AssertionError: when the hand-written actor's Q-values differ from the framework's.
+    """
+    executor = executor or build(backend)
+    states_np = np.random.default_rng(batch).uniform(0.0, 1.0, (batch, 84, 84, 4)).astype(np.float32)
+    states = executor.backend.to_tensor(states_np)
+    framework = executor.api_function("q_values")
+    hand = hand_written(backend, executor.get_weights())
+    expected = executor.backend.to_numpy(framework(states))
+    got = np.asarray(hand(states))
+    assert expected.shape == (batch, NUM_ACTIONS), expected.shape
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+    return framework, hand, states
+
+
+def measure(backend: str, batch_sizes: tuple[int, ...] = (1, 4, 16, 64),
+            seconds: float = 0.5) -> dict[int, dict[str, float]]:
+    """Per batch size: framework calls/s, hand-written calls/s and their ratio (framework / hand)."""
+    executor = build(backend)
+    out: dict[int, dict[str, float]] = {}
+    for batch in batch_sizes:
+        framework, hand, states = setup_pair(backend, batch, executor)
+        fw = _rate(lambda: framework(states), seconds)
+        hd = _rate(lambda: hand(states), seconds)
+        out[batch] = {"framework_calls_per_s": fw, "hand_calls_per_s": hd, "ratio": fw / hd}
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    for name in sys.argv[1:] or ["tf", "torch"]:
+        for b, row in measure(name).items():
+            print(f"{name:5s} B={b:3d} framework {row['framework_calls_per_s']:9.1f}/s  "
+                  f"hand {row['hand_calls_per_s']:9.1f}/s  ratio {row['ratio']:.3f}")

@@ -140,6 +140,10 @@ class Space(abc.ABC):
     def _unflatten(self, flat: dict[str, Any], path: str, as_space: bool) -> Any:
         """Re-nests ``flat`` below ``path`` (keys already checked)."""
 
+    def without_bounds(self) -> "Space":
+        """A copy whose every leaf spans its dtype's whole range (dtype, shape and ranks kept)."""
+        return self.map(lambda _, leaf: leaf.without_bounds())
+
     @abc.abstractmethod
     def map(self, fn: Callable[[str, "Space"], "Space"]) -> "Space":
         """A space of the same structure whose leaves are ``fn(key_path, leaf)``."""

@@ -134,6 +134,11 @@ class BoxSpace(Space):
         )
         return new
 
+    def without_bounds(self) -> "BoxSpace":
+        """A copy spanning the dtype's whole range (dtype, shape and ranks kept)."""
+        low, high = self._default_bounds()
+        return self._copy(low=np.full(self._shape, low, self._dtype), high=np.full(self._shape, high, self._dtype))
+
     def with_ranks(self, batch: bool, time: bool, time_major: bool = False) -> "BoxSpace":
         return self._copy(batch_rank=batch, time_rank=time, time_major=time_major)
 

@@ -13,7 +13,7 @@ from hypothesis.errors import InvalidArgument
 
 from harness.execution.executor import GraphExecutor
 from harness.graph.errors import SpacegraphError
-from harness.spaces import BoolBox, Dict, FloatBox, IntBox, Space, Tuple
+from harness.spaces import BoolBox, Dict, Space, Tuple
 from harness.specs import LoadedSpec, Tolerance
 from harness.testing.strategies import from_space
 
@@ -278,20 +278,11 @@ def as_space(value: Any) -> Space | None:
     return Tuple([as_space(v) for v in value])
 
 
-def _unbounded(path: str, leaf: Space) -> Space:
-    ranks = dict(batch_rank=leaf.has_batch_rank, time_rank=leaf.has_time_rank, time_major=leaf.time_major)
-    if isinstance(leaf, FloatBox):
-        return FloatBox(leaf.shape, dtype=leaf.dtype, **ranks)
-    if isinstance(leaf, IntBox):
-        return IntBox(shape=leaf.shape, dtype=leaf.dtype, **ranks)
-    return BoolBox(leaf.shape, **ranks)
-
-
 def space_difference(declared: Space, got: Space | None) -> str | None:
     """None if the spaces agree ignoring bounds, else the first difference by key path."""
     if got is None:
         return "the built method returns nothing"
-    if declared.map(_unbounded) == got.map(_unbounded):
+    if declared.without_bounds() == got.without_bounds():
         return None
     d_flat, g_flat = declared.flatten(), got.flatten()
     if list(d_flat) != list(g_flat) or declared.map(_skeleton) != got.map(_skeleton):

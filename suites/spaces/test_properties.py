@@ -341,3 +341,12 @@ def test_container_rank_helpers_keep_each_leafs_other_rank():
     timed = Dict(a=FloatBox(2, time_rank=True), b=IntBox(3))
     assert timed.with_batch_rank() == Dict(a=FloatBox(2, batch_rank=True, time_rank=True, time_major=True),
                                            b=IntBox(3, batch_rank=True))
+
+
+@given(spaces())
+def test_without_bounds_keeps_all_but_the_bounds(space):
+    free = space.without_bounds()
+    assert list(free.flatten()) == list(space.flatten())
+    for (_, a), (_, b) in zip(free.leaves(), space.leaves()):
+        assert type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape
+        assert a.extra_ranks == b.extra_ranks and not a.bounded

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from harness.graph import Component, api, graph_fn
-from harness.spaces import BoolBox, FloatBox, IntBox, Space
+from harness.spaces import IntBox, Space
 
 from reference_agents.components.memories.record_buffers import check_records_space, create_record_buffers
 from reference_agents.components.memories.scatter import scatter_rows_tf, scatter_rows_torch, tf_arange, torch_arange
@@ -28,18 +28,6 @@ def is_index_batch(space: Space) -> bool:
 def is_count(space: Space) -> bool:
     """Whether ``space`` is ``int*[]``: a scalar IntBox without extra ranks."""
     return isinstance(space, IntBox) and not space.extra_ranks and space.shape == ()
-
-
-def unbounded(space: Space) -> Space:
-    """``space`` with every leaf's bounds dropped (dtype, shape and ranks kept)."""
-    def leaf(path: str, s: Any) -> Any:
-        ranks = dict(batch_rank=s.has_batch_rank, time_rank=s.has_time_rank, time_major=s.time_major)
-        if isinstance(s, FloatBox):
-            return FloatBox(s.shape, dtype=s.dtype, **ranks)
-        if isinstance(s, IntBox):
-            return IntBox(shape=s.shape, dtype=s.dtype, **ranks)
-        return BoolBox(s.shape, **ranks)
-    return space.map(leaf)
 
 
 class ReplayMemory(Component):
@@ -89,7 +77,7 @@ class ReplayMemory(Component):
         self.size = self.get_variable("size", (), "int64", "zeros", trainable=False)
 
     def _sampled_space(self, *spaces: Space) -> Space:
-        return unbounded(self.record_space.with_ranks(True, False))
+        return self.record_space.with_ranks(True, False).without_bounds()
 
     def _slots_space(self, records_space: Space) -> Space:
         return IntBox(low=0, high=self.capacity - 1, batch_rank=True)

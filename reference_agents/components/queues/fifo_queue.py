@@ -7,7 +7,7 @@ from typing import Any
 from harness.graph import Component, api, graph_fn
 from harness.spaces import IntBox, Space
 
-from reference_agents.components.memories.replay_memory import check_positive_int, is_count, unbounded
+from reference_agents.components.memories.replay_memory import check_positive_int, is_count
 from reference_agents.components.memories.record_buffers import check_records_space, create_record_buffers
 from reference_agents.components.memories.scatter import scatter_rows_tf, scatter_rows_torch, tf_arange, torch_arange
 
@@ -67,7 +67,7 @@ class FIFOQueue(Component):
         return IntBox(low=0, high=self.capacity)
 
     def _dequeued_spaces(self, *spaces: Space) -> tuple[Space, Space]:
-        return unbounded(self.record_space.with_ranks(True, False)), self._count_space()
+        return self.record_space.with_ranks(True, False).without_bounds(), self._count_space()
 
     @api
     def enqueue_records(self, records: Any) -> Any:

@@ -16,7 +16,7 @@ from harness.graph.build import Builder, BuildProfile, BuiltApi, BuiltGraph
 from harness.graph.chain import build_chain
 from harness.graph.component import Component
 from harness.graph.errors import BuildError, ExecutionError, SpacegraphError, UnknownApiError
-from harness.spaces import Space, parse
+from harness.spaces import Space
 
 
 def _leaf_converter(method: str, arg: str, path: str, space: Any, feed: Callable) -> Callable[[Any], Any]:

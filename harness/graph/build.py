@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import optree
 
-from harness.graph.assembly import Assembly, ApiTrace
+from harness.graph.assembly import Assembly
 from harness.graph.component import Component
 from harness.graph.errors import BuildError, SpaceMismatchError, SpacegraphError
 from harness.graph.records import GraphFnCall, Record

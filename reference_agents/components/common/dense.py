@@ -4,32 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
-from harness.backends.base import ACTIVATIONS, initial_value
 from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, Space
 
-
-def _check_initializer(owner: str, argument: str, initializer: Any) -> None:
-    """Raises ValueError naming ``argument`` if ``initializer`` is not one `get_variable` accepts.
-
-    Strings are checked by drawing a small probe value with the core's own
-    initializer table; arrays and callables can only be checked once the
-    variable's shape is known.
-    """
-    if isinstance(initializer, str):
-        try:
-            initial_value("probe", (2, 2), np.dtype("float32"), initializer, 0)
-        except ValueError:
-            raise ValueError(
-                f"{owner}: {argument} must be 'zeros', 'ones', 'glorot_uniform', 'normal(std)', "
-                f"'uniform(a)', 'constant(c)', an array or fn(shape, rng); got {initializer!r}"
-            ) from None
-    elif not (callable(initializer) or isinstance(initializer, (np.ndarray, int, float))) \
-            or isinstance(initializer, bool):
-        raise ValueError(f"{owner}: {argument} must be an initializer name, an array or fn(shape, rng); "
-                         f"got {initializer!r}")
+from reference_agents.components.common.arguments import check_layer_options, check_positive_int
 
 
 class Dense(Component):
@@ -59,17 +38,10 @@ class Dense(Component):
     def __init__(self, units: int, activation: str | None = None, use_bias: bool = True,
                  kernel_initializer: Any = "glorot_uniform", bias_initializer: Any = "zeros",
                  scope: str = "dense") -> None:
-        if isinstance(units, bool) or not isinstance(units, (int, np.integer)) or units <= 0:
-            raise ValueError(f"Dense: units must be a positive int; got {units!r}")
-        if activation is not None and activation not in ACTIVATIONS:
-            raise ValueError(f"Dense: activation must be None or one of {ACTIVATIONS}; got {activation!r}")
-        if not isinstance(use_bias, bool):
-            raise ValueError(f"Dense: use_bias must be a bool; got {use_bias!r}")
-        _check_initializer("Dense", "kernel_initializer", kernel_initializer)
-        if use_bias:
-            _check_initializer("Dense", "bias_initializer", bias_initializer)
+        units = check_positive_int("Dense", "units", units)
+        check_layer_options("Dense", activation, use_bias, kernel_initializer, bias_initializer)
         super().__init__(scope=scope)
-        self.units = int(units)
+        self.units = units
         self.activation = activation
         self.use_bias = use_bias
         self.kernel_initializer = kernel_initializer

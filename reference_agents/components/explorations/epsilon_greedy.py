@@ -10,6 +10,8 @@ import numpy as np
 from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, IntBox, Space
 
+from reference_agents.components.common.arguments import check_positive_int
+
 #: The schedule types and the keys each takes (besides ``type``).
 SCHEDULE_KEYS: dict[str, tuple[str, ...]] = {
     "constant": ("value",),
@@ -53,8 +55,7 @@ def check_schedule(owner: str, schedule: Any) -> dict[str, Any]:
             out[key] = _probability(owner, key, schedule[key])
     if kind == "linear":
         steps = schedule["steps"]
-        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps <= 0:
-            raise ValueError(f"{owner}: schedule['steps'] must be a positive int; got {steps!r}")
+        check_positive_int(owner, "schedule['steps']", steps)
         out["steps"] = int(steps)
     if kind == "exponential":
         half_life = schedule["half_life"]
@@ -97,8 +98,7 @@ class EpsilonGreedy(Component):
     """
 
     def __init__(self, num_actions: int, schedule: dict[str, Any], scope: str = "epsilon_greedy") -> None:
-        if isinstance(num_actions, bool) or not isinstance(num_actions, (int, np.integer)) or num_actions <= 0:
-            raise ValueError(f"EpsilonGreedy: num_actions must be a positive int; got {num_actions!r}")
+        check_positive_int("EpsilonGreedy", "num_actions", num_actions)
         self.schedule = check_schedule("EpsilonGreedy", schedule)
         super().__init__(scope=scope)
         self.num_actions = int(num_actions)

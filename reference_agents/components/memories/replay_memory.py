@@ -4,20 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
 from harness.graph import Component, api, graph_fn
 from harness.spaces import IntBox, Space
 
+from reference_agents.components.common.arguments import check_positive_int
 from reference_agents.components.memories.record_buffers import check_records_space, create_record_buffers
 from reference_agents.components.memories.scatter import scatter_rows_tf, scatter_rows_torch, tf_arange, torch_arange
-
-
-def check_positive_int(owner: str, argument: str, value: Any) -> int:
-    """``value`` as an int; ValueError naming ``argument`` unless it is a positive int."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{owner}: {argument} must be a positive int; got {value!r}")
-    return int(value)
 
 
 def is_index_batch(space: Space) -> bool:

@@ -9,7 +9,8 @@ import numpy as np
 from harness.graph import AssemblyError, Component, api, graph_fn
 from harness.spaces import FloatBox, IntBox, Space
 
-from reference_agents.components.memories.replay_memory import check_positive_int, is_index_batch
+from reference_agents.components.common.arguments import check_positive_int
+from reference_agents.components.memories.replay_memory import is_index_batch
 from reference_agents.components.memories.scatter import (
     last_of_repeats_tf, last_of_repeats_torch, scatter_rows_tf,
 )

@@ -6,10 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.backends.base import ACTIVATIONS
 from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, Space
-from reference_agents.components.common.dense import _check_initializer
+from reference_agents.components.common.arguments import check_layer_options, check_positive_int
 
 PADDINGS = ("valid", "same")
 
@@ -80,19 +79,12 @@ class Conv2D(Component):
                  padding: str = "valid", activation: str | None = None, use_bias: bool = True,
                  kernel_initializer: Any = "glorot_uniform", bias_initializer: Any = "zeros",
                  scope: str = "conv2d") -> None:
-        if isinstance(filters, bool) or not isinstance(filters, (int, np.integer)) or filters <= 0:
-            raise ValueError(f"Conv2D: filters must be a positive int; got {filters!r}")
+        filters = check_positive_int("Conv2D", "filters", filters)
         kernel_size = _pair("Conv2D", "kernel_size", kernel_size)
         strides = _pair("Conv2D", "strides", strides)
         if padding not in PADDINGS:
             raise ValueError(f"Conv2D: padding must be one of {PADDINGS}; got {padding!r}")
-        if activation is not None and activation not in ACTIVATIONS:
-            raise ValueError(f"Conv2D: activation must be None or one of {ACTIVATIONS}; got {activation!r}")
-        if not isinstance(use_bias, bool):
-            raise ValueError(f"Conv2D: use_bias must be a bool; got {use_bias!r}")
-        _check_initializer("Conv2D", "kernel_initializer", kernel_initializer)
-        if use_bias:
-            _check_initializer("Conv2D", "bias_initializer", bias_initializer)
+        check_layer_options("Conv2D", activation, use_bias, kernel_initializer, bias_initializer)
         super().__init__(scope=scope)
         self.filters = int(filters)
         self.kernel_size = kernel_size

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from harness.graph import Component, api, graph_fn
+from reference_agents.components.common.arguments import check_positive_int
 from reference_agents.components.common import Dense
 
 
@@ -32,8 +31,7 @@ class DuelingHead(Component):
     """
 
     def __init__(self, num_actions: int, scope: str = "dueling_head") -> None:
-        if isinstance(num_actions, bool) or not isinstance(num_actions, (int, np.integer)) or num_actions <= 0:
-            raise ValueError(f"DuelingHead: num_actions must be a positive int; got {num_actions!r}")
+        check_positive_int("DuelingHead", "num_actions", num_actions)
         value = Dense(1, scope="value")
         advantage = Dense(int(num_actions), scope="advantage")
         super().__init__(value, advantage, scope=scope)

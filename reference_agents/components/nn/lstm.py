@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
 from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, Space, Tuple
-from reference_agents.components.common.dense import _check_initializer
+from reference_agents.components.common.arguments import check_initializer, check_positive_int
 
 
 class LSTM(Component):
@@ -44,10 +43,9 @@ class LSTM(Component):
 
     def __init__(self, units: int, kernel_initializer: Any = "glorot_uniform", bias_initializer: Any = "zeros",
                  scope: str = "lstm") -> None:
-        if isinstance(units, bool) or not isinstance(units, (int, np.integer)) or units <= 0:
-            raise ValueError(f"LSTM: units must be a positive int; got {units!r}")
-        _check_initializer("LSTM", "kernel_initializer", kernel_initializer)
-        _check_initializer("LSTM", "bias_initializer", bias_initializer)
+        check_positive_int("LSTM", "units", units)
+        check_initializer("LSTM", "kernel_initializer", kernel_initializer)
+        check_initializer("LSTM", "bias_initializer", bias_initializer)
         super().__init__(scope=scope)
         self.units = int(units)
         self.kernel_initializer = kernel_initializer

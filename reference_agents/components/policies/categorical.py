@@ -8,17 +8,11 @@ import numpy as np
 
 from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, IntBox, Space
+from reference_agents.components.common.arguments import check_positive_int
 from reference_agents.components.common import Dense
 
 #: Smallest uniform draw used by Gumbel-max sampling (keeps ``log(-log(u))`` finite).
 UNIFORM_FLOOR = 1e-20
-
-
-def check_count(owner: str, argument: str, value: Any) -> int:
-    """``value`` as an int if it is a positive int, else ValueError naming ``argument``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{owner}: {argument} must be a positive int; got {value!r}")
-    return int(value)
 
 
 def ranks_of(space: Space) -> dict[str, bool]:
@@ -57,7 +51,7 @@ class CategoricalAdapter(Component):
     """
 
     def __init__(self, num_actions: int, scope: str = "categorical") -> None:
-        num_actions = check_count("CategoricalAdapter", "num_actions", num_actions)
+        num_actions = check_positive_int("CategoricalAdapter", "num_actions", num_actions)
         self.layer = Dense(num_actions, scope="logits")
         super().__init__(self.layer, scope=scope)
         self.num_actions = num_actions

@@ -10,7 +10,8 @@ import numpy as np
 from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, Space, Tuple
 from reference_agents.components.common import Dense
-from reference_agents.components.policies.categorical import check_count, full_shape, ranks_of
+from reference_agents.components.common.arguments import check_positive_int
+from reference_agents.components.policies.categorical import full_shape, ranks_of
 
 #: ``0.5 * log(2 pi)``, the normal density's constant per dimension.
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -62,7 +63,7 @@ class GaussianAdapter(Component):
     def __init__(self, action_dim: int, low: Any = None, high: Any = None, log_std_min: float = -5.0,
                  log_std_max: float = 2.0, scope: str = "gaussian") -> None:
         owner = "GaussianAdapter"
-        action_dim = check_count(owner, "action_dim", action_dim)
+        action_dim = check_positive_int(owner, "action_dim", action_dim)
         lo = _bound(owner, "low", low, action_dim, -np.inf)
         hi = _bound(owner, "high", high, action_dim, np.inf)
         if np.any(lo > hi):

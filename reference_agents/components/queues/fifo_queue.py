@@ -7,7 +7,8 @@ from typing import Any
 from harness.graph import Component, api, graph_fn
 from harness.spaces import IntBox, Space
 
-from reference_agents.components.memories.replay_memory import check_positive_int, is_count
+from reference_agents.components.common.arguments import check_positive_int
+from reference_agents.components.memories.replay_memory import is_count
 from reference_agents.components.memories.record_buffers import check_records_space, create_record_buffers
 from reference_agents.components.memories.scatter import scatter_rows_tf, scatter_rows_torch, tf_arange, torch_arange
 

@@ -13,21 +13,21 @@ from typing import Any
 import numpy as np
 
 
-def _flatten(value: Any, path: str = "") -> dict[str, np.ndarray]:
+def flatten_records(value: Any, path: str = "") -> dict[str, np.ndarray]:
     if isinstance(value, dict):
         out: dict[str, np.ndarray] = {}
         for k in value:
-            out.update(_flatten(value[k], f"{path}/{k}" if path else str(k)))
+            out.update(flatten_records(value[k], f"{path}/{k}" if path else str(k)))
         return out
     if isinstance(value, (tuple, list)):
         out = {}
         for i, v in enumerate(value):
-            out.update(_flatten(v, f"{path}/{i}" if path else str(i)))
+            out.update(flatten_records(v, f"{path}/{i}" if path else str(i)))
         return out
     return {path: np.asarray(value)}
 
 
-def _nest(flat: dict[str, Any]) -> Any:
+def nest_records(flat: dict[str, Any]) -> Any:
     """Re-nests ``{key path: value}``; a level whose keys are 0..n-1 becomes a tuple."""
     if list(flat) == [""]:
         return flat[""]
@@ -35,13 +35,13 @@ def _nest(flat: dict[str, Any]) -> Any:
     for path, value in flat.items():
         head, _, rest = path.partition("/")
         groups.setdefault(head, {})[rest] = value
-    nested = {k: _nest(v) for k, v in groups.items()}
+    nested = {k: nest_records(v) for k, v in groups.items()}
     if sorted(nested) == [str(i) for i in range(len(nested))]:
         return tuple(nested[str(i)] for i in range(len(nested)))
     return nested
 
 
-def _buffers(weights: dict[str, np.ndarray], prefix: str = "") -> dict[str, np.ndarray]:
+def record_buffers(weights: dict[str, np.ndarray], prefix: str = "") -> dict[str, np.ndarray]:
     head = f"{prefix}records"
     return {k[len(head) + 1:]: np.array(v) for k, v in weights.items() if k.startswith(head + "/")} or \
         ({"": np.array(weights[head])} if head in weights else {})
@@ -50,7 +50,7 @@ def _buffers(weights: dict[str, np.ndarray], prefix: str = "") -> dict[str, np.n
 def replay_get_records_at(inputs: dict[str, Any], weights: dict[str, np.ndarray], config: dict[str, Any]) -> Any:
     """Oracle of `ReplayMemory.get_records_at`: ``buffer[indices mod capacity]`` per record leaf."""
     slots = np.asarray(inputs["indices"], np.int64) % int(config["capacity"])
-    return _nest({p: buf[slots] for p, buf in _buffers(weights).items()})
+    return nest_records({p: buf[slots] for p, buf in record_buffers(weights).items()})
 
 
 def replay_get_size(inputs: dict[str, Any], weights: dict[str, np.ndarray], config: dict[str, Any]) -> np.ndarray:
@@ -70,13 +70,13 @@ class ReplayMemoryModel:
     def __init__(self, config: dict[str, Any], weights: dict[str, np.ndarray], prefix: str = "") -> None:
         self.capacity = int(config["capacity"])
         self.prefix = prefix
-        self.buffers = _buffers(weights, prefix)
+        self.buffers = record_buffers(weights, prefix)
         self.index = int(weights[f"{prefix}index"])
         self.size = int(weights[f"{prefix}size"])
 
     def insert_records(self, records: Any) -> np.ndarray:
         """Writes the records in order (later ones overwrite earlier ones); the slots of the survivors."""
-        flat = _flatten(records)
+        flat = flatten_records(records)
         n = len(next(iter(flat.values())))
         slots = []
         for i in range(n):
@@ -91,7 +91,7 @@ class ReplayMemoryModel:
     def get_records_at(self, indices: np.ndarray) -> Any:
         """The records in slots ``indices mod capacity``."""
         slots = np.asarray(indices, np.int64) % self.capacity
-        return _nest({p: buf[slots].copy() for p, buf in self.buffers.items()})
+        return nest_records({p: buf[slots].copy() for p, buf in self.buffers.items()})
 
     def get_size(self) -> np.ndarray:
         """The number of records written, at most ``capacity``."""

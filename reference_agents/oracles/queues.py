@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from reference_agents.oracles.memories import _buffers, _flatten, _nest
+from reference_agents.oracles.memories import flatten_records, nest_records, record_buffers
 
 
 def fifo_get_size(inputs: dict[str, Any], weights: dict[str, np.ndarray], config: dict[str, Any]) -> np.ndarray:
@@ -38,7 +38,7 @@ class FIFOQueueModel:
     def __init__(self, config: dict[str, Any], weights: dict[str, np.ndarray], prefix: str = "") -> None:
         self.capacity = int(config["capacity"])
         self.prefix = prefix
-        self.buffers = _buffers(weights, prefix)
+        self.buffers = record_buffers(weights, prefix)
         self.head = int(weights[f"{prefix}head"])
         self.records: collections.deque = collections.deque()
         for k in range(int(weights[f"{prefix}size"])):
@@ -47,7 +47,7 @@ class FIFOQueueModel:
 
     def enqueue_records(self, records: Any) -> np.ndarray:
         """Appends records in order while there is room; the number appended."""
-        flat = _flatten(records)
+        flat = flatten_records(records)
         n = len(next(iter(flat.values())))
         taken = 0
         for i in range(n):
@@ -72,7 +72,7 @@ class FIFOQueueModel:
                 out[p][count] = record[p]
             count += 1
         self.head = (self.head + count) % self.capacity
-        return _nest(out), np.asarray(count, np.int64)
+        return nest_records(out), np.asarray(count, np.int64)
 
     def get_size(self) -> np.ndarray:
         """The number of records held."""

@@ -76,3 +76,96 @@ def n_step_transitions(rewards: Any, terminals: Any, n: int, gamma: float,
         "steps": steps,
         "valid": ended | (steps == n) | bool(keep_partial),
     }
+
+
+class NStepAccumulator:
+    """Streaming n-step folding for ONE environment: push steps as they happen, get finished transitions.
+
+    The window starting at step ``t`` holds ``k <= n`` steps and becomes the
+    transition ``(s_t, a_t, R, s_{t+k}, terminal, discount)`` with
+    ``R = sum_{i<k} gamma^i r_{t+i}``:
+
+    - a full window (``k = n``) without an episode end: ``terminal=False``,
+      ``discount = gamma^n``; emitted as soon as its n-th step is pushed;
+    - an episode that *terminates* (gymnasium ``terminated``): every open window
+      ends there with ``terminal=True`` (no bootstrap; ``discount = gamma^k``
+      for the record, zeroed by the terminal in the loss);
+    - an episode that is *truncated* (a time limit, gymnasium ``truncated``): every
+      open window ends there with ``terminal=False`` and ``discount = gamma^k``,
+      bootstrapping from the last observation: the state did not end, the clock did.
+
+    ``n = 1`` gives the ordinary one-step transitions with ``discount = gamma``
+    (0 steps of folding). The transitions match `n_step_transitions` on the same
+    rollout, with truncations treated as cut windows that bootstrap.
+
+    Args:
+        n: the number of steps per window, a positive int.
+        gamma: the discount, in [0, 1].
+
+    Raises:
+        ValueError: naming the argument and its value when one is invalid.
+    """
+
+    def __init__(self, n: int, gamma: float) -> None:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
+            raise ValueError(f"NStepAccumulator: n must be a positive int; got {n!r}")
+        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"NStepAccumulator: gamma must be a number in [0, 1]; got {gamma!r}")
+        self.n, self.gamma = int(n), float(gamma)
+        self._steps: list[tuple[Any, Any, float]] = []  # (state, action, reward) of the open windows' steps
+
+    def __len__(self) -> int:
+        """The number of pushed steps whose windows are still open."""
+        return len(self._steps)
+
+    def _window(self, start: int, next_state: Any, terminal: bool) -> dict[str, Any]:
+        steps = self._steps[start:]
+        reward = sum(self.gamma ** i * r for i, (_, _, r) in enumerate(steps))
+        state, action, _ = steps[0]
+        return {"states": state, "actions": action, "rewards": reward, "next_states": next_state,
+                "terminals": terminal, "discounts": self.gamma ** len(steps)}
+
+    def push(self, state: Any, action: Any, reward: float, next_state: Any, terminated: bool,
+             truncated: bool = False) -> list[dict[str, Any]]:
+        """Adds one step; returns the transitions it finished (oldest window first).
+
+        Args:
+            state: the observation acted on.
+            action: the action taken.
+            reward: the reward received.
+            next_state: the observation after the step (the *final* observation when the episode ended,
+                not the reset one).
+            terminated: the episode ended in a terminal state (no bootstrap).
+            truncated: the episode was cut by a time limit (bootstrap from ``next_state``).
+        """
+        self._steps.append((state, action, float(reward)))
+        if terminated or truncated:
+            out = [self._window(i, next_state, bool(terminated)) for i in range(len(self._steps))]
+            self._steps.clear()
+            return out
+        if len(self._steps) == self.n:
+            out = [self._window(0, next_state, False)]
+            self._steps.pop(0)
+            return out
+        return []
+
+    def flush(self, next_state: Any) -> list[dict[str, Any]]:
+        """Closes every open window as cut short (bootstrapping from ``next_state``), e.g. at the end of training."""
+        out = [self._window(i, next_state, False) for i in range(len(self._steps))]
+        self._steps.clear()
+        return out
+
+    def clear(self) -> None:
+        """Drops the open windows (e.g. when the environment is reset from outside)."""
+        self._steps.clear()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The open windows' steps, for checkpoints."""
+        return {"n": self.n, "gamma": self.gamma, "steps": list(self._steps)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores what `state_dict` returned (n and gamma must match)."""
+        if state.get("n") != self.n or state.get("gamma") != self.gamma:
+            raise ValueError(f"NStepAccumulator.load_state_dict: saved n={state.get('n')}, gamma={state.get('gamma')} "
+                             f"differ from this accumulator's n={self.n}, gamma={self.gamma}")
+        self._steps = [tuple(s) for s in state["steps"]]

@@ -64,7 +64,8 @@ def _dqn_items(inputs: dict[str, Any], config: dict[str, Any]) -> tuple[np.ndarr
     Q (van Hasselt et al. 2016, eq. 4) evaluates ``argmax_a' Q_online(s', a')``
     with ``Q_target`` instead. The Huber loss (Huber 1964) with threshold ``d``
     is ``0.5 x^2`` for ``|x| <= d``, else ``d (|x| - d/2)``; prioritized replay
-    (Schaul et al. 2016, Algorithm 1 line 12) multiplies it by ``w_i``.
+    (Schaul et al. 2016, Algorithm 1 line 12) multiplies it by ``w_i``. Fed
+    ``discounts`` replace ``gamma^n`` per item.
     """
     q = np.asarray(inputs["q_values"])
     dtype = q.dtype
@@ -83,7 +84,8 @@ def _dqn_items(inputs: dict[str, Any], config: dict[str, Any]) -> tuple[np.ndarr
             next_value = float(np.max(target_row))
         y = float(inputs["rewards"][i])
         if not inputs["terminals"][i]:
-            y += gamma ** n * next_value
+            discount = gamma ** n if inputs.get("discounts") is None else float(inputs["discounts"][i])
+            y += discount * next_value
         err = y - float(q[i, int(inputs["actions"][i])])
         if delta is None or abs(err) <= delta:
             item = 0.5 * err * err

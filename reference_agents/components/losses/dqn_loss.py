@@ -24,6 +24,12 @@ class DQNLoss(Component):
       with ``w`` the importance weights of prioritized replay (Schaul et al.
       2016) or 1.
 
+    With ``discounts`` fed, the bootstrap term is ``(1 - terminal) * discount_i *
+    Q_target(s', a*)`` with each transition's own discount instead of
+    ``gamma^n_step``: n-step windows cut short by a time limit (``k < n`` steps,
+    ``discount = gamma^k``) bootstrap with the right power (see
+    `NStepAccumulator`).
+
     Dueling networks (Wang et al. 2016) only change how ``Q`` is computed.
 
     API:
@@ -35,7 +41,7 @@ class DQNLoss(Component):
 
     Spaces: ``q_values``, ``next_q_values_target`` and ``next_q_values_online``
     ``float*[B,A]`` (one dtype), ``actions`` an ``IntBox[B]`` of ``A``
-    categories, ``rewards`` and ``importance_weights`` ``float*[B]``,
+    categories, ``rewards``, ``importance_weights`` and ``discounts`` ``float*[B]``,
     ``terminals`` ``bool[B]``. ``next_q_values_online`` must be fed when
     ``double_q``; ``importance_weights`` when ``importance_weights``.
 
@@ -91,6 +97,8 @@ class DQNLoss(Component):
                                       f"(int64[B](0,{self.num_actions - 1}))", actions)
         per_item = [("rewards", FloatBox, dtype)] + ([("importance_weights", FloatBox, dtype)]
                                                       if self.importance_weights else [])
+        if "discounts" in input_spaces:
+            per_item.append(("discounts", FloatBox, dtype))
         for arg, kind, want in per_item + [("terminals", BoolBox, "bool")]:
             space = input_spaces.get(arg)
             if not (isinstance(space, kind) and space.extra_ranks == ("B",) and space.rank == 0
@@ -101,30 +109,31 @@ class DQNLoss(Component):
 
     @api
     def loss(self, q_values: Any, actions: Any, rewards: Any, terminals: Any, next_q_values_target: Any,
-             next_q_values_online: Any = None, importance_weights: Any = None) -> Any:
+             next_q_values_online: Any = None, importance_weights: Any = None, discounts: Any = None) -> Any:
         """``(mean loss, td_errors)`` (see the class docstring)."""
         per_item, td_errors = self._graph_fn_per_item(q_values, actions, rewards, terminals, next_q_values_target,
-                                                      next_q_values_online, importance_weights)
+                                                      next_q_values_online, importance_weights, discounts)
         return self._graph_fn_mean(per_item), td_errors
 
     @api
     def loss_per_item(self, q_values: Any, actions: Any, rewards: Any, terminals: Any, next_q_values_target: Any,
-                      next_q_values_online: Any = None, importance_weights: Any = None) -> Any:
+                      next_q_values_online: Any = None, importance_weights: Any = None,
+                      discounts: Any = None) -> Any:
         """The weighted per-item losses ``float*[B]``."""
         per_item, _ = self._graph_fn_per_item(q_values, actions, rewards, terminals, next_q_values_target,
-                                              next_q_values_online, importance_weights)
+                                              next_q_values_online, importance_weights, discounts)
         return per_item
 
     @graph_fn(returns=2)
     def _graph_fn_per_item(self, F: Any, q_values: Any, actions: Any, rewards: Any, terminals: Any,
                            next_q_values_target: Any, next_q_values_online: Any,
-                           importance_weights: Any) -> tuple[Any, Any]:
+                           importance_weights: Any, discounts: Any) -> tuple[Any, Any]:
         dtype = q_values.dtype
         q_taken = F.reduce_sum(q_values * F.one_hot(actions, self.num_actions, dtype=dtype), axis=-1)
         chooser = next_q_values_online if self.double_q else next_q_values_target
         best = F.one_hot(F.argmax(chooser, axis=-1), self.num_actions, dtype=dtype)
         bootstrap = F.reduce_sum(next_q_values_target * best, axis=-1)
-        discount = self.gamma ** self.n_step
+        discount = self.gamma ** self.n_step if discounts is None else discounts
         target = rewards + (1.0 - F.cast(terminals, dtype)) * discount * bootstrap
         td_errors = F.stop_gradient(target) - q_taken
         if self.huber_delta is None:

@@ -1,0 +1,442 @@
+"""`VectorEnvWorker`: acts on N environments with one batched agent call per step, observes, updates."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from harness.spaces import from_gymnasium
+from reference_agents.components.helpers.n_step import NStepAccumulator
+from reference_agents.workers.envs import EnvFactory, VectorEnv, index_value
+from reference_agents.workers.results import Episode, SampleBatch, WorkerStats, concat_records, stack_records
+
+
+class VectorEnvWorker:
+    """Runs an agent on N environments in lockstep: act (batched), step, observe, update.
+
+    Each step makes one ``agent.get_actions(obs [N, ...], explore=explore)`` call,
+    steps every environment (`VectorEnv`: finished episodes restart at once) and
+    passes the N transitions on:
+
+    - by default to ``agent.observe(states, actions, rewards, terminated, next_states,
+      env_id=range(N), truncated=truncated)``; the agent folds n-step windows per env;
+    - with ``worker_side_n_step`` the worker folds them itself (one `NStepAccumulator`
+      per environment) and calls ``agent.observe_transitions(records)`` with the finished
+      ones; ``compute_priorities`` adds ``|agent.td_errors(records)|`` to them
+      (kept as ``last_priorities``);
+    - with ``observe=False`` nothing reaches the agent: `sample` returns the folded
+      transitions (and priorities) instead, for a replay elsewhere (Ape-X).
+
+    A transition's ``next_states`` row is the observation its step returned, also when
+    that step ended the episode; the worker acts on the reset observation. After
+    observing, ``agent.update_on_schedule()`` runs (with ``update``), and
+    ``agent.reset_preprocessor(ids)`` restarts the stateful preprocessing (frame
+    stacks) of environments whose episode ended.
+
+    Steps are counted summed over environments, frames as steps times the
+    environments' `frames_per_step` (4 for ``ALE/*-v5``).
+
+    Args:
+        agent: an object with the agent interface (``get_actions``, ``observe``,
+            ``observe_transitions``, ``update_on_schedule``, ``td_errors``, ``reset_preprocessor``,
+            ``state_space``); only the methods a configuration uses are needed.
+        env_id: a gymnasium id, or a callable returning a new environment.
+        num_envs: the number of environments N.
+        seed: environment ``i`` is reset with ``seed + i`` the first time.
+        env_kwargs: keyword arguments for ``gymnasium.make``.
+        n_step: the window length for worker-side folding; default the agent config's
+            ``n_step`` (1 without one).
+        worker_side_n_step: fold n-step transitions in the worker, not in the agent.
+        compute_priorities: compute ``|TD error|`` priorities of folded transitions with
+            ``agent.td_errors`` (needs worker-side folding or ``observe=False``).
+        gamma: the discount for worker-side folding; default the agent config's ``gamma``.
+        observe: pass transitions to the agent.
+        update: call ``agent.update_on_schedule()`` after each step.
+        explore: act with exploration (``get_actions(explore=...)``).
+
+    Raises:
+        ValueError: for invalid arguments, an unknown env id, or environments whose spaces do not
+            fit the agent's (naming both).
+    """
+
+    def __init__(self, agent: Any, env_id: str | EnvFactory, num_envs: int = 1, seed: int = 0,
+                 env_kwargs: dict[str, Any] | None = None, n_step: int | None = None,
+                 worker_side_n_step: bool = False, compute_priorities: bool = False,
+                 gamma: float | None = None, observe: bool = True, update: bool = True,
+                 explore: bool = True) -> None:
+        for name, value in (("worker_side_n_step", worker_side_n_step), ("compute_priorities", compute_priorities),
+                            ("observe", observe), ("update", update), ("explore", explore)):
+            if not isinstance(value, bool):
+                raise ValueError(f"VectorEnvWorker: {name} must be a bool; got {value!r}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise ValueError(f"VectorEnvWorker: seed must be an int; got {seed!r}")
+        if compute_priorities and observe and not worker_side_n_step:
+            raise ValueError("VectorEnvWorker: compute_priorities needs worker_side_n_step=True or observe=False "
+                             "(with agent-side folding the worker never sees the finished transitions)")
+        self.agent = agent
+        self.env_id = env_id
+        self.env_kwargs = dict(env_kwargs or {})
+        self.seed = int(seed)
+        self.worker_side_n_step = worker_side_n_step
+        self.compute_priorities = compute_priorities
+        self.observe = observe
+        self.update = update
+        self.explore = explore
+        self.folds = worker_side_n_step or not observe
+        self.n_step = self._resolve("n_step", n_step, 1, positive_int=True) if self.folds else None
+        self.gamma = self._resolve("gamma", gamma, None) if self.folds else None
+        self.envs = VectorEnv(env_id, num_envs, self.env_kwargs or None)
+        self.num_envs = self.envs.num_envs
+        self.frames_per_step = self.envs.frames_per_step
+        self._check_spaces()
+        self._accumulators = ([NStepAccumulator(self.n_step, self.gamma) for _ in range(self.num_envs)]
+                              if self.folds else [])
+        self._obs: Any = None
+        self._running_return = np.zeros(self.num_envs, np.float64)
+        self._running_length = np.zeros(self.num_envs, np.int64)
+        self.total_steps = 0
+        self.total_frames = 0
+        self.total_updates = 0
+        self.last_loss: float | None = None
+        self.episodes: list[Episode] = []
+        self.resets = 0  # how many times the environments were (re)started from outside: 1 + resumes
+        self.last_priorities: np.ndarray | None = None
+
+    # ---- configuration ------------------------------------------------------------------
+    def _agent_setting(self, name: str) -> Any:
+        config = getattr(self.agent, "config", None)
+        if isinstance(config, dict) and name in config:
+            return config[name]
+        if config is not None and hasattr(config, name):
+            return getattr(config, name)
+        return getattr(self.agent, name, None)
+
+    def _resolve(self, name: str, given: Any, default: Any, positive_int: bool = False) -> Any:
+        value = given if given is not None else self._agent_setting(name)
+        where = "argument" if given is not None else "agent config"
+        if value is None:
+            if default is None:
+                raise ValueError(f"VectorEnvWorker: worker-side n-step folding needs {name}: pass {name}= or use an "
+                                 f"agent whose config has {name!r}")
+            return default
+        if positive_int:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+                raise ValueError(f"VectorEnvWorker: {name} ({where}) must be a positive int; got {value!r}")
+            return int(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"VectorEnvWorker: {name} ({where}) must be a number in [0, 1]; got {value!r}")
+        return float(value)
+
+    def _check_spaces(self) -> None:
+        try:
+            self._action_space = from_gymnasium(self.envs.action_space).with_batch_rank()
+        except ValueError:
+            self._action_space = None
+        state_space = getattr(self.agent, "state_space", None)
+        self._state_space = None if state_space is None else state_space.with_batch_rank().without_bounds()
+        if self._state_space is None:
+            return
+        try:
+            env_space = from_gymnasium(self.envs.observation_space)
+        except ValueError:
+            return
+        # shape and dtype only: environments may step outside their declared bounds
+        if env_space.without_bounds() != state_space.without_bounds().strip_ranks():
+            raise ValueError(f"VectorEnvWorker: environment {self.envs.env_id!r} observes {env_space}, which does "
+                             f"not fit the agent's state_space {state_space} (shape and dtype must agree)")
+
+    def _check_observations(self, obs: Any, when: str) -> None:
+        if self._state_space is None:
+            return
+        reason = self._state_space.why_not(obs)
+        if reason is not None:
+            raise ValueError(f"VectorEnvWorker: observations of environment {self.envs.env_id!r} ({when}) do not fit "
+                             f"the agent's state_space {self._state_space}: {reason}")
+
+    def _check_actions(self, actions: Any, step: int, num_envs: int | None = None) -> np.ndarray:
+        arr = np.asarray(actions)
+        space = self._action_space
+        if space is None:
+            return arr
+        n = self.num_envs if num_envs is None else num_envs
+        want = (n,) + tuple(space.shape)
+        if arr.shape != want:
+            raise ValueError(f"VectorEnvWorker: agent.get_actions returned actions of shape {arr.shape} at worker step "
+                             f"{step}; expected {want} (one action of shape {tuple(space.shape)} for each of "
+                             f"{n} envs of {self.envs.env_id!r})")
+        probe = arr.astype(space.dtype) if arr.dtype.kind in "iu" and np.dtype(space.dtype).kind in "iu" else arr
+        reason = space.why_not(probe)
+        if reason is not None:
+            core = space.strip_ranks()
+            rows = [i for i in range(n) if core.why_not(probe[i]) is not None]
+            raise ValueError(f"VectorEnvWorker: agent.get_actions returned actions outside the action space "
+                             f"{core} of {self.envs.env_id!r} at worker step {step} (envs {rows}, actions "
+                             f"{[probe[i].tolist() for i in rows]}): {reason}")
+        return arr
+
+    # ---- environments -------------------------------------------------------------------
+    def _start(self) -> None:
+        """(Re)starts every environment: a fresh worker uses ``seed``, a resumed one a later seed."""
+        seed = self.seed + self.resets * 1_000_003
+        self._obs = self.envs.reset(seed=seed)
+        self.resets += 1
+        self._running_return[:] = 0.0
+        self._running_length[:] = 0
+        for acc in self._accumulators:
+            acc.clear()
+        self._check_observations(self._obs, "after reset")
+        if hasattr(self.agent, "reset_preprocessor"):
+            self.agent.reset_preprocessor(list(range(self.num_envs)))
+
+    def _step(self, keep_records: bool) -> tuple[list[Episode], list[dict[str, Any]], list[dict]]:
+        """One lockstep step of all environments; returns finished episodes, folded records and update metrics."""
+        step = self.total_steps
+        obs = self._obs
+        actions = self._check_actions(self.agent.get_actions(obs, explore=self.explore), step)
+        next_obs, rewards, terminated, truncated, _, act_on = self.envs.step(actions)
+        done = terminated | truncated
+        if done.any():
+            self._check_observations(act_on, f"reset after worker step {step}")
+        records: list[dict[str, Any]] = []
+        if self.folds:
+            for i, acc in enumerate(self._accumulators):
+                records.extend(acc.push(index_value(obs, i), actions[i], rewards[i], index_value(next_obs, i),
+                                        bool(terminated[i]), bool(truncated[i])))
+            if records and (self.observe or keep_records):
+                batch = stack_records(records)
+                if self.compute_priorities:
+                    self.last_priorities = np.abs(np.asarray(self.agent.td_errors(batch), np.float64)).reshape(-1)
+                if self.observe:
+                    self.agent.observe_transitions(batch)
+                records = [batch]
+            elif not keep_records:
+                records = []
+        elif self.observe:
+            self.agent.observe(obs, actions, rewards, terminated, next_obs, env_id=list(range(self.num_envs)),
+                               truncated=truncated)
+        metrics: list[dict] = list(self.agent.update_on_schedule() or []) if self.update else []
+        self.total_steps += self.num_envs
+        self.total_frames = int(round(self.total_steps * self.frames_per_step))
+        self._running_return += rewards
+        self._running_length += 1
+        finished = []
+        for i in np.flatnonzero(done):
+            finished.append(Episode(int(i), float(self._running_return[i]), int(self._running_length[i]),
+                                    bool(terminated[i]), bool(truncated[i]), self.total_steps, self.total_frames))
+            self._running_return[i] = 0.0
+            self._running_length[i] = 0
+        if finished and hasattr(self.agent, "reset_preprocessor"):
+            self.agent.reset_preprocessor([e.env_id for e in finished])
+        self.episodes.extend(finished)
+        self._obs = act_on
+        return finished, records, metrics
+
+    # ---- running ------------------------------------------------------------------------
+    def run(self, num_steps: int | None = None, num_episodes: int | None = None,
+            callback: Callable[[WorkerStats], Any] | None = None, callback_every: int = 1000) -> WorkerStats:
+        """Steps all environments until ``num_steps`` env steps or ``num_episodes`` episodes are done.
+
+        Episodes in progress carry over to the next call. ``num_steps`` counts env steps summed over
+        the N environments, and is reached in whole lockstep steps (so it may be exceeded by up to N-1).
+
+        Args:
+            num_steps: stop after this many env steps (summed over environments).
+            num_episodes: stop after this many episodes finished (in any environment).
+            callback: called as ``callback(stats)`` with the run's `WorkerStats` so far every
+                ``callback_every`` env steps and once at the end (for progress bars and metric logs);
+                returning ``False`` stops the run (``stats.stopped_by_callback``).
+            callback_every: env steps between callback calls, a positive int.
+
+        Returns:
+            The run's `WorkerStats`.
+
+        Raises:
+            ValueError: if neither stopping condition is given, or one is not a positive int; if the
+                agent's actions or the environments' observations do not fit (naming the step, the
+                env and what was expected).
+        """
+        return self._loop(num_steps, num_episodes, callback, callback_every, keep_records=False)[0]
+
+    def sample(self, num_steps: int) -> SampleBatch:
+        """Steps ``num_steps`` env steps and returns the transitions they finished (Ape-X workers).
+
+        The transitions are folded in the worker (n-step per environment); windows still open carry
+        over to the next call. With ``compute_priorities`` their ``|TD error|`` comes along. They are
+        also observed by the agent only when the worker was made with ``observe=True``.
+
+        Raises:
+            ValueError: if the worker does not fold transitions (``observe=True`` without
+                ``worker_side_n_step``), or ``num_steps`` is not a positive int.
+        """
+        if not self.folds:
+            raise ValueError("VectorEnvWorker.sample: the worker does not fold transitions; make it with "
+                             "observe=False (or worker_side_n_step=True)")
+        stats, records, priorities = self._loop(num_steps, None, None, 1000, keep_records=True)
+        batch = concat_records(records)
+        prio = np.concatenate(priorities) if priorities else (np.zeros(0) if self.compute_priorities else None)
+        return SampleBatch(batch, prio, stats)
+
+    def _loop(self, num_steps: int | None, num_episodes: int | None, callback: Callable[[WorkerStats], Any] | None,
+              callback_every: int, keep_records: bool) -> tuple[WorkerStats, list[dict], list[np.ndarray]]:
+        for name, value in (("num_steps", num_steps), ("num_episodes", num_episodes),
+                            ("callback_every", callback_every)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                                      or value <= 0):
+                raise ValueError(f"VectorEnvWorker.run: {name} must be a positive int or None; got {value!r}")
+        if num_steps is None and num_episodes is None:
+            raise ValueError("VectorEnvWorker.run: give num_steps and/or num_episodes")
+        if callback is not None and not callable(callback):
+            raise ValueError(f"VectorEnvWorker.run: callback must be callable; got {callback!r}")
+        if self._obs is None:
+            self._start()
+        stats = WorkerStats()
+        records: list[dict] = []
+        priorities: list[np.ndarray] = []
+        start_steps, start = self.total_steps, time.perf_counter()
+        next_callback = callback_every
+        while True:
+            finished, recs, metrics = self._step(keep_records)
+            if keep_records and recs:
+                records.extend(recs)
+                if self.compute_priorities:
+                    priorities.append(self.last_priorities)
+            stats.episodes.extend(finished)
+            stats.num_updates += len(metrics)
+            if metrics:
+                self.total_updates += len(metrics)
+                loss = metrics[-1].get("loss") if isinstance(metrics[-1], dict) else None
+                self.last_loss = stats.last_loss = None if loss is None else float(loss)
+            stats.steps = self.total_steps - start_steps
+            done = ((num_steps is not None and stats.steps >= num_steps)
+                    or (num_episodes is not None and len(stats.episodes) >= num_episodes))
+            if callback is not None and (stats.steps >= next_callback or done):
+                next_callback = (stats.steps // callback_every + 1) * callback_every
+                self._fill(stats, start)
+                if callback(stats) is False:
+                    stats.stopped_by_callback = True
+                    break
+            if done:
+                break
+        self._fill(stats, start)
+        return stats, records, priorities
+
+    def _fill(self, stats: WorkerStats, start: float) -> None:
+        stats.seconds = time.perf_counter() - start
+        stats.frames = int(round(stats.steps * self.frames_per_step))
+        stats.steps_per_s = stats.steps / stats.seconds if stats.seconds > 0 else 0.0
+        stats.frames_per_s = stats.frames / stats.seconds if stats.seconds > 0 else 0.0
+        stats.mean_return_100 = self.mean_return(100)
+        stats.total_steps, stats.total_frames = self.total_steps, self.total_frames
+
+    def mean_return(self, last: int = 100) -> float:
+        """The mean return of the last ``last`` finished episodes (NaN before the first)."""
+        if not self.episodes:
+            return math.nan
+        return float(np.mean([e.episode_return for e in self.episodes[-last:]]))
+
+    # ---- evaluation ---------------------------------------------------------------------
+    def evaluate(self, num_episodes: int, num_envs: int | None = None, seed: int | None = None,
+                 max_steps: int | None = None) -> list[float]:
+        """Greedy returns (``explore=False``) of ``num_episodes`` episodes on separate environments.
+
+        Nothing is observed and nothing is updated; the worker's own environments and counters are
+        untouched. The agent's stateful preprocessing is per environment slot, so evaluation uses slots
+        ``0..num_envs-1`` and restarts them before and after; the training episodes in progress lose
+        their preprocessing history (their frame stacks restart), which for agents without stateful
+        preprocessing changes nothing.
+
+        Args:
+            num_episodes: how many episodes to finish, a positive int.
+            num_envs: environments evaluated in lockstep; default ``min(num_episodes, N)``.
+            seed: environment ``i`` gets ``seed + i``; default ``self.seed + 10_000``.
+            max_steps: an optional bound on lockstep steps, after which unfinished episodes are dropped.
+
+        Returns:
+            The returns of the first ``num_episodes`` episodes to finish, in finishing order.
+        """
+        for name, value in (("num_episodes", num_episodes), ("num_envs", num_envs), ("max_steps", max_steps)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                                      or value <= 0):
+                raise ValueError(f"VectorEnvWorker.evaluate: {name} must be a positive int; got {value!r}")
+        n = int(num_envs) if num_envs is not None else min(int(num_episodes), self.num_envs)
+        envs = VectorEnv(self.env_id, n, self.env_kwargs or None)
+        reset_pre = getattr(self.agent, "reset_preprocessor", None)
+        try:
+            obs = envs.reset(seed=self.seed + 10_000 if seed is None else seed)
+            self._check_observations(obs, "evaluation reset")
+            if reset_pre is not None:
+                reset_pre(list(range(n)))
+            returns: list[float] = []
+            running = np.zeros(n, np.float64)
+            steps = 0
+            while len(returns) < num_episodes and (max_steps is None or steps < max_steps):
+                actions = self._check_actions(self.agent.get_actions(obs, explore=False), steps, n)
+                _, rewards, terminated, truncated, _, obs = envs.step(actions)
+                running += rewards
+                steps += 1
+                ended = np.flatnonzero(terminated | truncated)
+                for i in ended:
+                    returns.append(float(running[i]))
+                    running[i] = 0.0
+                if ended.size and reset_pre is not None:
+                    reset_pre([int(i) for i in ended])
+            return returns[:num_episodes]
+        finally:
+            envs.close()
+            if reset_pre is not None:
+                reset_pre(list(range(max(n, self.num_envs))))
+
+    # ---- checkpoints --------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The worker's counters and episode history (plain Python values).
+
+        Environment states cannot be saved: a worker restored with `load_state_dict` starts fresh
+        episodes (with a different seed than the first start), while its step, frame, update and
+        episode numbering continue. Episodes in progress and open n-step windows are dropped.
+        """
+        return {
+            "num_envs": self.num_envs,
+            "total_steps": self.total_steps,
+            "total_frames": self.total_frames,
+            "total_updates": self.total_updates,
+            "last_loss": self.last_loss,
+            "resets": self.resets,
+            "episodes": [dataclasses.asdict(e) for e in self.episodes],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores what `state_dict` returned; the next `run` starts fresh episodes.
+
+        Raises:
+            ValueError: naming the missing keys or a value of the wrong kind.
+        """
+        if not isinstance(state, dict):
+            raise ValueError(f"VectorEnvWorker.load_state_dict: expected a dict; got {type(state).__name__}")
+        keys = ("total_steps", "total_frames", "total_updates", "last_loss", "resets", "episodes")
+        missing = [k for k in keys if k not in state]
+        if missing:
+            raise ValueError(f"VectorEnvWorker.load_state_dict: missing keys {missing}")
+        for k in ("total_steps", "total_frames", "total_updates", "resets"):
+            v = state[k]
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ValueError(f"VectorEnvWorker.load_state_dict: {k} must be a non-negative int; got {v!r}")
+        try:
+            episodes = [Episode(**e) for e in state["episodes"]]
+        except TypeError as exc:
+            raise ValueError(f"VectorEnvWorker.load_state_dict: episodes must be dicts with the fields of "
+                             f"Episode {[f.name for f in dataclasses.fields(Episode)]}: {exc}") from exc
+        self.total_steps = int(state["total_steps"])
+        self.total_frames = int(state["total_frames"])
+        self.total_updates = int(state["total_updates"])
+        self.last_loss = state["last_loss"]
+        self.resets = max(int(state["resets"]), 1)
+        self.episodes = episodes
+        self._obs = None  # the next run restarts the environments
+
+    def close(self) -> None:
+        """Closes the environments."""
+        self.envs.close()

@@ -1,0 +1,332 @@
+"""`VectorEnvWorker` with a fake agent, against CartPole/Pong stepped by hand with the same seeds."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium
+import numpy as np
+import pytest
+
+from harness.spaces import FloatBox, from_gymnasium
+from reference_agents.components.helpers import n_step_transitions
+from reference_agents.workers import Episode, VectorEnvWorker, make_env
+
+LIMIT = {"max_episode_steps": 30}  # random CartPole episodes last ~10-60 steps: both endings occur
+
+
+def hand_stepped(policy, num_envs, seed, steps, env_id="CartPole-v1", env_kwargs=LIMIT, num_actions=2):
+    """Each environment stepped on its own (seed + i) with the policy applied to one observation at a time."""
+    out = []
+    for i in range(num_envs):
+        env = gymnasium.make(env_id, **env_kwargs)
+        obs, _ = env.reset(seed=seed + i)
+        rows = []
+        for _ in range(steps):
+            a = int(policy(obs[None], num_actions)[0])
+            nxt, r, term, trunc, _ = env.step(a)
+            reset = env.reset()[0] if term or trunc else None
+            rows.append({"obs": obs, "action": a, "reward": float(r), "next": nxt, "term": term, "trunc": trunc,
+                         "reset": reset})
+            obs = nxt if reset is None else reset
+        out.append(rows)
+    return out
+
+
+def expected_episodes(rows):
+    """Finished episodes in lockstep order (step, then env), as the worker numbers them."""
+    n = len(rows)
+    ret, length, out = [0.0] * n, [0] * n, []
+    for t in range(len(rows[0])):
+        for i in range(n):
+            row = rows[i][t]
+            ret[i] += row["reward"]
+            length[i] += 1
+            if row["term"] or row["trunc"]:
+                out.append(Episode(i, ret[i], length[i], row["term"], row["trunc"], (t + 1) * n, (t + 1) * n))
+                ret[i], length[i] = 0.0, 0
+    return out
+
+
+def test_episode_accounting_matches_hand_stepped_envs(cartpole_agent, policies):
+    n, seed, steps = 3, 7, 100
+    agent = cartpole_agent()
+    worker = VectorEnvWorker(agent, "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT)
+    stats = worker.run(num_steps=n * steps)
+    want = expected_episodes(hand_stepped(policies[0], n, seed, steps))
+    assert any(e.terminated for e in want) and any(e.truncated for e in want)
+    assert worker.episodes == want
+    assert stats.episodes == want
+    assert stats.steps == stats.total_steps == n * steps and stats.frames == n * steps
+    assert stats.mean_return_100 == pytest.approx(np.mean([e.episode_return for e in want[-100:]]))
+    assert stats.seconds > 0 and stats.steps_per_s == pytest.approx(stats.steps / stats.seconds)
+
+
+def test_runs_continue_episodes_and_count_steps_over_envs(cartpole_agent, policies):
+    n, seed = 3, 5
+    worker = VectorEnvWorker(cartpole_agent(), "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT)
+    first = worker.run(num_steps=100)  # 100 is not a multiple of 3: whole lockstep steps, 102
+    assert first.steps == 102
+    second = worker.run(num_steps=99)
+    assert second.steps == 99 and worker.total_steps == 201
+    assert first.episodes + second.episodes == expected_episodes(hand_stepped(policies[0], n, seed, 67))
+    by_episodes = VectorEnvWorker(cartpole_agent(), "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT)
+    stats = by_episodes.run(num_episodes=4)
+    assert len(stats.episodes) >= 4 and len(stats.episodes) - 4 < n
+    assert stats.episodes == expected_episodes(hand_stepped(policies[0], n, seed, stats.steps // n))
+
+
+def test_one_batched_action_call_per_step_and_observe_arguments(cartpole_agent, policies):
+    n, seed, steps = 2, 3, 60
+    agent = cartpole_agent()
+    VectorEnvWorker(agent, "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT).run(num_steps=n * steps)
+    rows = hand_stepped(policies[0], n, seed, steps)
+    assert len(agent.acted) == len(agent.observed) == steps
+    ended = {"term": 0, "trunc": 0}
+    for t, (call, (acted, explore)) in enumerate(zip(agent.observed, agent.acted)):
+        assert explore is True and acted.shape == (n, 4)
+        np.testing.assert_array_equal(call["states"], acted)
+        assert call["env_id"] == list(range(n))
+        for i in range(n):
+            row = rows[i][t]
+            np.testing.assert_array_equal(call["states"][i], row["obs"])
+            assert call["actions"][i] == row["action"] and call["rewards"][i] == row["reward"]
+            # the observation that ended the episode is the transition's next state ...
+            np.testing.assert_array_equal(call["next_states"][i], row["next"])
+            # ... terminated and truncated are passed through unchanged ...
+            assert (bool(call["terminals"][i]), bool(call["truncated"][i])) == (row["term"], row["trunc"])
+            if row["reset"] is not None:
+                ended["term" if row["term"] else "trunc"] += 1
+                # ... and the reset observation is what the agent acts on next
+                if t + 1 < steps:
+                    np.testing.assert_array_equal(agent.acted[t + 1][0][i], row["reset"])
+                    assert not np.array_equal(agent.acted[t + 1][0][i], row["next"])
+    assert ended["term"] > 0 and ended["trunc"] > 0
+
+
+def test_preprocessors_reset_for_ended_envs_and_updates_counted(cartpole_agent, policies):
+    n, seed, steps = 3, 2, 50
+    agent = cartpole_agent(update_every=7)
+    stats = VectorEnvWorker(agent, "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT).run(num_steps=n * steps)
+    rows = hand_stepped(policies[0], n, seed, steps)
+    want = [[0, 1, 2]] + [[i for i in range(n) if rows[i][t]["reset"] is not None] for t in range(steps)]
+    assert agent.resets == [ids for ids in want if ids]
+    assert stats.num_updates == agent.updates == (n * steps) // 7
+    assert stats.last_loss == pytest.approx(1.0 / agent.updates)
+    quiet = cartpole_agent(update_every=7)
+    VectorEnvWorker(quiet, "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT, update=False).run(num_steps=30)
+    assert quiet.updates == 0
+
+
+def test_callback_every_k_steps_and_stop(cartpole_agent):
+    seen = []
+    worker = VectorEnvWorker(cartpole_agent(), "CartPole-v1", num_envs=2, seed=0)
+    worker.run(num_steps=50, callback=lambda s: seen.append((s.steps, s.total_steps)), callback_every=10)
+    assert seen == [(10, 10), (20, 20), (30, 30), (40, 40), (50, 50)]  # the last one is also the end
+    seen.clear()
+    worker.run(num_steps=25, callback=lambda s: seen.append((s.steps, s.total_steps)), callback_every=10)
+    assert seen == [(10, 60), (20, 70), (26, 76)]  # every 10 steps, and at the end
+    stats = worker.run(num_steps=1000, callback=lambda s: s.steps < 20, callback_every=10)
+    assert stats.stopped_by_callback and stats.steps == 20 and worker.total_steps == 96
+
+
+def fold_reference(rows, n, gamma):
+    """Every n-step window the rollout finished, folded per episode by `n_step_transitions`."""
+    out = {}
+    for env_rows in rows:
+        start = 0
+        for t, row in enumerate(env_rows + [None]):
+            if row is not None and not (row["term"] or row["trunc"]):
+                continue
+            seg = env_rows[start:t + 1] if row is not None else env_rows[start:]
+            if seg:
+                f = n_step_transitions(np.array([r["reward"] for r in seg]), np.array([r["term"] for r in seg]),
+                                       n, gamma, keep_partial=row is not None)  # a time limit cuts and bootstraps
+                for k, r in enumerate(seg):
+                    if f["valid"][k]:
+                        out[r["obs"].tobytes()] = {
+                            "states": r["obs"], "actions": r["action"], "rewards": f["rewards"][k],
+                            "next_states": seg[f["next_index"][k] - 1]["next"], "terminals": f["terminals"][k],
+                            "discounts": f["discounts"][k]}
+            start = t + 1
+    return out
+
+
+def assert_records_match(records, reference):
+    assert len(records["rewards"]) == len(reference)
+    for j in range(len(records["rewards"])):
+        ref = reference[records["states"][j].tobytes()]
+        np.testing.assert_array_equal(records["next_states"][j], ref["next_states"])
+        assert records["actions"][j] == ref["actions"] and bool(records["terminals"][j]) == ref["terminals"]
+        assert records["rewards"][j] == pytest.approx(ref["rewards"], rel=1e-6)
+        assert records["discounts"][j] == pytest.approx(ref["discounts"], rel=1e-6)
+
+
+def concat(batches):
+    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+def test_worker_side_n_step_equals_agent_side_folding(cartpole_agent, policies):
+    n, seed, steps, n_step, gamma = 3, 4, 80, 3, 0.9
+    worker_side = cartpole_agent(n_step=n_step, gamma=gamma)
+    VectorEnvWorker(worker_side, "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT,
+                    worker_side_n_step=True).run(num_steps=n * steps)
+    assert worker_side.observed == [] and worker_side.transitions
+    records = concat(worker_side.transitions)
+    rows = hand_stepped(policies[0], n, seed, steps)
+    assert any(r["trunc"] for env in rows for r in env) and any(r["term"] for env in rows for r in env)
+    assert_records_match(records, fold_reference(rows, n_step, gamma))
+    agent_side = cartpole_agent(n_step=n_step, gamma=gamma)
+    VectorEnvWorker(agent_side, "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT).run(num_steps=n * steps)
+    assert len(agent_side.folded) == len(records["rewards"])
+    assert_records_match(concat([{k: np.array([f[k]]) for k in f} for f in agent_side.folded]),
+                         fold_reference(rows, n_step, gamma))
+    # n_step and gamma from arguments override the agent config
+    other = cartpole_agent(n_step=1, gamma=0.5)
+    VectorEnvWorker(other, "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT, worker_side_n_step=True,
+                    n_step=n_step, gamma=gamma).run(num_steps=n * steps)
+    assert_records_match(concat(other.transitions), fold_reference(rows, n_step, gamma))
+
+
+def test_sample_returns_priorities_without_observing(cartpole_agent, policies):
+    n, seed, steps = 2, 9, 45
+    agent = cartpole_agent(n_step=2, gamma=0.5)
+    worker = VectorEnvWorker(agent, "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT, observe=False,
+                             compute_priorities=True, update=False)
+    first = worker.sample(40)
+    second = worker.sample(n * steps - 40)
+    assert agent.observed == [] and agent.transitions == [] and agent.timesteps == 0
+    assert first.stats.steps == 40 and worker.total_steps == n * steps
+    records = concat([first.records, second.records])
+    assert_records_match(records, fold_reference(hand_stepped(policies[0], n, seed, steps), 2, 0.5))
+    priorities = np.concatenate([first.priorities, second.priorities])
+    td = agent.td_errors(records)
+    assert (td < 0).any() and (td > 0).any()
+    np.testing.assert_allclose(priorities, np.abs(td), rtol=1e-6)
+    assert len(first) == len(first.priorities) and (priorities >= 0).all()
+    # worker-side folding with observing: the same records reach the agent, priorities kept
+    observing = cartpole_agent(n_step=2, gamma=0.5)
+    w2 = VectorEnvWorker(observing, "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT,
+                         worker_side_n_step=True, compute_priorities=True)
+    w2.run(num_steps=n * steps)
+    np.testing.assert_array_equal(concat(observing.transitions)["states"], records["states"])
+    np.testing.assert_allclose(w2.last_priorities, np.abs(observing.td_errors(observing.transitions[-1])))
+
+
+def test_evaluate_is_greedy_and_observes_nothing(cartpole_agent, policies):
+    n, seed = 2, 1
+    greedy = lambda states, k: 1 - policies[0](states, k)  # noqa: E731  (differs from the exploring policy)
+    agent = cartpole_agent(greedy=greedy)
+    worker = VectorEnvWorker(agent, "CartPole-v1", num_envs=n, seed=seed, env_kwargs={"max_episode_steps": 40})
+    worker.run(num_steps=20)
+    observed, updates, steps = len(agent.observed), agent.updates, worker.total_steps
+    acted = len(agent.acted)
+    resets = len(agent.resets)
+    returns = worker.evaluate(3, seed=100)
+    # evaluation restarts the preprocessing slots it uses before, and all of them after
+    assert agent.resets[resets] == [0, 1] and agent.resets[-1] == [0, 1]
+    assert len(agent.observed) == observed and agent.updates == updates and worker.total_steps == steps
+    assert all(explore is False for _, explore in agent.acted[acted:])
+    ref = expected_episodes(hand_stepped(greedy, n, 100, 200, env_kwargs={"max_episode_steps": 40}))
+    assert returns == [e.episode_return for e in ref[:3]]
+    explored = expected_episodes(hand_stepped(policies[0], n, 100, 200, env_kwargs={"max_episode_steps": 40}))
+    assert returns != [e.episode_return for e in explored[:3]]
+    # training continues as if no evaluation had happened
+    worker.run(num_steps=100)
+    plain = VectorEnvWorker(cartpole_agent(), "CartPole-v1", num_envs=n, seed=seed,
+                            env_kwargs={"max_episode_steps": 40})
+    plain.run(num_steps=120)
+    assert worker.episodes == plain.episodes
+
+
+def test_state_dict_resume_continues_numbering(cartpole_agent):
+    worker = VectorEnvWorker(cartpole_agent(), "CartPole-v1", num_envs=2, seed=3, env_kwargs=LIMIT)
+    worker.run(num_steps=120)
+    state = worker.state_dict()
+    resumed = VectorEnvWorker(cartpole_agent(), "CartPole-v1", num_envs=2, seed=3, env_kwargs=LIMIT)
+    resumed.load_state_dict(state)
+    stats = resumed.run(num_steps=80)
+    assert resumed.total_steps == 200 and stats.total_steps == 200 and stats.steps == 80
+    assert resumed.episodes[:len(worker.episodes)] == worker.episodes
+    assert stats.episodes and all(e.end_step > 120 for e in stats.episodes)
+    assert all(e.length <= (e.end_step - 120) // 2 for e in stats.episodes if e.env_id == 0)  # fresh episodes
+    # a resumed run does not replay the first start's episodes
+    fresh = VectorEnvWorker(cartpole_agent(), "CartPole-v1", num_envs=2, seed=3, env_kwargs=LIMIT)
+    assert fresh.run(num_steps=80).episodes != [
+        Episode(e.env_id, e.episode_return, e.length, e.terminated, e.truncated, e.end_step - 120,
+                e.end_frame - 120) for e in stats.episodes]
+    with pytest.raises(ValueError, match=r"missing keys \['episodes'\]"):
+        resumed.load_state_dict({k: v for k, v in state.items() if k != "episodes"})
+    with pytest.raises(ValueError, match=r"total_steps must be a non-negative int; got -1"):
+        resumed.load_state_dict({**state, "total_steps": -1})
+
+
+def test_pong_frames_are_four_per_step(fake_agent_cls):
+    space = from_gymnasium(make_env("ALE/Pong-v5").observation_space)
+    agent = fake_agent_cls(space, 6)
+    worker = VectorEnvWorker(agent, "ALE/Pong-v5", num_envs=2, seed=0)
+    stats = worker.run(num_steps=60)
+    assert worker.frames_per_step == 4
+    assert stats.steps == 60 and stats.frames == 240 and worker.total_frames == 240
+    assert stats.frames_per_s == pytest.approx(4 * stats.steps_per_s)
+    assert sum(e.unwrapped.ale.getFrameNumber() for e in worker.envs.envs) == stats.frames
+    assert agent.acted[0][0].shape == (2, 210, 160, 3) and agent.acted[0][0].dtype == np.uint8
+    skip2 = VectorEnvWorker(fake_agent_cls(space, 6), "ALE/Pong-v5", num_envs=1, seed=0, env_kwargs={"frameskip": 2})
+    assert skip2.run(num_steps=10).frames == 20 == skip2.envs.envs[0].unwrapped.ale.getFrameNumber()
+
+
+def test_errors_name_the_step_env_and_expectation(cartpole_agent, fake_agent_cls):
+    bad_shape = cartpole_agent(policy=lambda s, k: np.zeros((len(s), 1), np.int64))
+    worker = VectorEnvWorker(bad_shape, "CartPole-v1", num_envs=3)
+    with pytest.raises(ValueError, match=r"actions of shape \(3, 1\) at worker step 0; expected \(3,\)"):
+        worker.run(num_steps=3)
+    out_of_range = cartpole_agent(policy=lambda s, k: np.array([0, 5, 1]))
+    with pytest.raises(ValueError, match=r"outside the action space int64\[\]\(0,1\) of 'CartPole-v1' at worker step 0 \(envs \[1\], "
+                                         r"actions \[5\]\)"):
+        VectorEnvWorker(out_of_range, "CartPole-v1", num_envs=3).run(num_steps=3)
+    late = cartpole_agent(policy=lambda s, k: np.full(len(s), 0 if len(late.acted) <= 4 else 2))
+    with pytest.raises(ValueError, match=r"at worker step 8 \(envs \[0, 1\]"):
+        VectorEnvWorker(late, "CartPole-v1", num_envs=2).run(num_steps=20)
+    with pytest.raises(ValueError, match=r"'CartPole-v1' observes float32\[4\].*does not fit the agent's state_space "
+                                         r"float32\[5\]"):
+        VectorEnvWorker(fake_agent_cls(FloatBox(5), 2), "CartPole-v1")
+    with pytest.raises(ValueError, match=r"unknown environment id 'CartPol-v1'; close matches: \['CartPole-v1'"):
+        VectorEnvWorker(cartpole_agent(), "CartPol-v1")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"num_envs": 0}, r"num_envs must be a positive int; got 0"),
+    ({"seed": "0"}, r"seed must be an int; got '0'"),
+    ({"observe": 1}, r"observe must be a bool; got 1"),
+    ({"compute_priorities": True}, r"compute_priorities needs worker_side_n_step=True or observe=False"),
+    ({"worker_side_n_step": True, "n_step": 0}, r"n_step \(argument\) must be a positive int; got 0"),
+    ({"worker_side_n_step": True, "gamma": 1.5}, r"gamma \(argument\) must be a number in \[0, 1\]; got 1.5"),
+])
+def test_argument_errors(cartpole_agent, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        VectorEnvWorker(cartpole_agent(), "CartPole-v1", **kwargs)
+
+
+def test_folding_needs_gamma_from_somewhere(cartpole_agent):
+    agent = cartpole_agent()
+    del agent.config["gamma"]
+    with pytest.raises(ValueError, match=r"worker-side n-step folding needs gamma: pass gamma="):
+        VectorEnvWorker(agent, "CartPole-v1", observe=False)
+    assert VectorEnvWorker(agent, "CartPole-v1", observe=False, gamma=0.9).gamma == 0.9
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda w: w.run(), r"give num_steps and/or num_episodes"),
+    (lambda w: w.run(num_steps=0), r"num_steps must be a positive int or None; got 0"),
+    (lambda w: w.run(num_steps=5, callback=3), r"callback must be callable; got 3"),
+    (lambda w: w.sample(10), r"the worker does not fold transitions"),
+    (lambda w: w.evaluate(0), r"num_episodes must be a positive int; got 0"),
+])
+def test_run_argument_errors(cartpole_agent, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(VectorEnvWorker(cartpole_agent(), "CartPole-v1"))
+
+
+def test_mean_return_is_nan_before_the_first_episode(cartpole_agent):
+    worker = VectorEnvWorker(cartpole_agent(), "CartPole-v1")
+    assert math.isnan(worker.run(num_steps=2).mean_return_100)

@@ -1,0 +1,179 @@
+"""Agent configs: a declarative YAML/JSON file (or dict) checked into typed sections with located errors.
+
+A DQN config has the sections below (all but ``env`` and ``network`` have
+defaults); ``reference_agents/configs/dqn_cartpole.yaml`` is a complete example::
+
+    agent: dqn
+    backend: torch            # tf | torch: the one key that picks the backend
+    seed: 0
+    env: {id: CartPole-v1, num_envs: 1, kwargs: {}, atari: false}
+    network: {layers: [{type: dense, units: 64, activation: relu}], dueling: false}
+    preprocessing: []         # stateless in-graph preprocessors (e.g. [{type: divide, divisor: 255}])
+    memory: {type: replay, capacity: 50000}          # or {type: prioritized, capacity, alpha, beta, epsilon}
+    loss: {gamma: 0.99, double_q: true, huber_delta: 1.0, n_step: 1}
+    optimizer: {type: adam, learning_rate: 0.001, clip_grad_norm: 10.0}   # adam | sgd | rmsprop (+ their args)
+    exploration: {type: linear, from: 1.0, to: 0.02, steps: 10000}        # an EpsilonGreedy schedule
+    update: {batch_size: 64, start_after: 1000, every: 1, repeats: 1}    # in env steps
+    target_sync: {every: 500, tau: 1.0}                                  # in updates
+    evaluation: {every: 5000, episodes: 10}                              # for `spacegraph train`
+
+Errors name the file and the key path (``dqn.yaml: update.batch_size: ...``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ConfigError(ValueError):
+    """An agent config is invalid: names the file (or ``<dict>``), the key path and what was expected."""
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = [f"{source}: {len(problems)} problem(s) in the agent config"]
+        lines += [f"  {path or '<top>'}: {msg}" for path, msg in problems]
+        super().__init__("\n".join(lines))
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EnvConfig(_Section):
+    """The environment the agent acts in (the worker and `spacegraph train` make it)."""
+
+    id: str = Field(description="a gymnasium id, e.g. CartPole-v1 or ALE/Pong-v5")
+    num_envs: int = Field(1, ge=1, description="environments stepped in lockstep by one worker")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to gymnasium.make")
+    atari: bool = Field(False, description="Atari frame processing env-side: gray 84x84, 4 stacked, uint8")
+
+
+class NetworkConfig(_Section):
+    """The Q-network: a `NeuralNetwork` layer list plus a Q-value layer or a dueling head."""
+
+    layers: list[dict[str, Any]] | Literal["nature"] = Field(
+        description="NeuralNetwork layer dicts, or 'nature' for the Nature DQN stack")
+    dueling: bool = False
+
+
+class MemoryConfig(_Section):
+    """Replay: ``replay`` (uniform `ReplayMemory`) or ``prioritized`` (`PrioritizedReplay`)."""
+
+    type: Literal["replay", "prioritized"] = "replay"
+    capacity: int = Field(50_000, ge=1)
+    alpha: float = 0.6
+    beta: float = 0.4
+    epsilon: float = 1e-6
+
+
+class LossConfig(_Section):
+    """`DQNLoss` arguments; ``n_step`` also sets how transitions are folded when observed."""
+
+    gamma: float = 0.99
+    double_q: bool = True
+    huber_delta: float | None = 1.0
+    n_step: int = Field(1, ge=1)
+
+
+class OptimizerConfig(_Section):
+    """An optimizer by ``type`` with its arguments (see `reference_agents.components.optimizers`)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["adam", "sgd", "rmsprop"] = "adam"
+    learning_rate: float = 1e-3
+    clip_grad_norm: float | None = None
+
+
+class UpdateConfig(_Section):
+    """When to learn, in environment steps observed (summed over environments)."""
+
+    batch_size: int = Field(32, ge=1)
+    start_after: int = Field(1000, ge=0, description="no updates before this many env steps")
+    every: int = Field(1, ge=1, description="do `repeats` updates every `every` env steps")
+    repeats: int = Field(1, ge=1)
+
+
+class TargetSyncConfig(_Section):
+    """Target-network synchronisation, counted in updates."""
+
+    every: int = Field(500, ge=1)
+    tau: float = Field(1.0, gt=0.0, le=1.0)
+
+
+class EvaluationConfig(_Section):
+    """Greedy evaluation during `spacegraph train`."""
+
+    every: int = Field(5000, ge=1, description="env steps between evaluations")
+    episodes: int = Field(10, ge=1)
+
+
+class DQNConfig(_Section):
+    """A whole DQN agent config (see the module docstring)."""
+
+    agent: Literal["dqn"] = "dqn"
+    backend: Literal["tf", "torch"] = "tf"
+    seed: int = 0
+    env: EnvConfig
+    network: NetworkConfig
+    preprocessing: list[dict[str, Any]] = Field(default_factory=list)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    loss: LossConfig = Field(default_factory=LossConfig)
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    exploration: dict[str, Any] = Field(default_factory=lambda: {"type": "linear", "from": 1.0, "to": 0.05,
+                                                                 "steps": 10_000})
+    update: UpdateConfig = Field(default_factory=UpdateConfig)
+    target_sync: TargetSyncConfig = Field(default_factory=TargetSyncConfig)
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+
+
+def _read(path: str) -> Any:
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ConfigError(path, [("", f"cannot read the file: {exc}")]) from None
+    try:
+        return json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(path, [("", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {exc}")]) from None
+
+
+def load_agent_config(config: str | os.PathLike | dict[str, Any] | DQNConfig,
+                      overrides: dict[str, Any] | None = None) -> tuple[DQNConfig, str]:
+    """A checked `DQNConfig` and where it came from (the file path, or ``<dict>``).
+
+    Args:
+        config: a YAML or JSON file path, a dict of the same structure, or a `DQNConfig`.
+        overrides: top-level keys to replace before checking (``{"backend": "tf", "seed": 3}``).
+
+    Raises:
+        ConfigError: naming the file, every key path at fault and what was expected.
+    """
+    if isinstance(config, DQNConfig):
+        data, source = config.model_dump(by_alias=True), "<config>"
+    elif isinstance(config, dict):
+        data, source = dict(config), "<dict>"
+    elif isinstance(config, (str, os.PathLike)):
+        source = os.fspath(config)
+        data = _read(source)
+    else:
+        raise ConfigError("<config>", [("", f"expected a file path, a dict or a DQNConfig; got {type(config).__name__}")])
+    if not isinstance(data, dict):
+        raise ConfigError(source, [("", f"expected a mapping at the top; got {type(data).__name__}")])
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            data[key] = value
+    try:
+        return DQNConfig.model_validate(data), source
+    except ValidationError as exc:
+        problems = [(".".join(str(p) for p in err["loc"]), err["msg"].removeprefix("Value error, ")
+                     + (f" (got {err['input']!r})" if err["type"] not in ("missing", "extra_forbidden")
+                        and not isinstance(err.get("input"), (dict, list)) else ""))
+                    for err in exc.errors()]
+        raise ConfigError(source, problems) from None

@@ -33,7 +33,7 @@ def _register_ale() -> bool:
     return True
 
 
-def make_env(env_id: str, **kwargs: Any) -> Any:
+def make_env(env_id: str, atari: bool = False, **kwargs: Any) -> Any:
     """A gymnasium environment for a registered id (classic control, Box2D, ALE, ...).
 
     ALE ids (``"ALE/Pong-v5"``, ``"PongNoFrameskip-v4"``) are registered from
@@ -41,10 +41,13 @@ def make_env(env_id: str, **kwargs: Any) -> Any:
 
     Args:
         env_id: a gymnasium id.
+        atari: Atari frame processing env-side, as an agent config's ``env.atari`` asks: gray
+            frames (``obs_type="grayscale"``) resized to 84x84 and the last 4 stacked
+            (`reference_agents.environments.AtariFrames`), ``uint8[84,84,4]``.
         **kwargs: passed to ``gymnasium.make`` (e.g. ``max_episode_steps``, ``frameskip``).
 
     Returns:
-        The environment ``gymnasium.make`` returns.
+        The environment ``gymnasium.make`` returns (wrapped in ``AtariFrames`` with ``atari``).
 
     Raises:
         ValueError: if ``env_id`` is not a string or not registered (naming it and listing
@@ -63,11 +66,26 @@ def make_env(env_id: str, **kwargs: Any) -> Any:
             if not ale and (env_id.startswith("ALE/") or "NoFrameskip" in env_id):
                 hint += " (ale-py is not installed, so no Atari ids are registered)"
             raise ValueError(f"make_env: unknown environment id {env_id!r}{hint}")
+    if not isinstance(atari, bool):
+        raise ValueError(f"make_env: atari must be a bool; got {atari!r}")
+    if atari:
+        entry = str(registry[env_id].entry_point)
+        if "ale_py" not in entry:
+            raise ValueError(f"make_env: atari=True needs an ALE environment; {env_id!r} is made by {entry}")
+        kwargs.setdefault("obs_type", "grayscale")
     try:
-        return gymnasium.make(env_id, **kwargs)
+        env = gymnasium.make(env_id, **kwargs)
     except TypeError as exc:
         raise ValueError(f"make_env: environment {env_id!r} rejected the keyword arguments "
                          f"{sorted(kwargs)}: {exc}") from exc
+    if atari:
+        from reference_agents.environments import AtariFrames
+
+        try:
+            env = AtariFrames(env)
+        except ValueError as exc:
+            raise ValueError(f"make_env: atari=True for {env_id!r} with {kwargs}: {exc}") from exc
+    return env
 
 
 def frames_per_step(env: Any) -> float:

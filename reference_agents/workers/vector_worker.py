@@ -31,6 +31,11 @@ class VectorEnvWorker:
     - with ``observe=False`` nothing reaches the agent: `sample` returns the folded
       transitions (and priorities) instead, for a replay elsewhere (Ape-X).
 
+    With worker-side folding the agent counts the records it is given as its env
+    steps (``observe_transitions``); each env step starts one window and every
+    window becomes one record, so the agent's count trails the worker's by the
+    windows still open (at most ``(n - 1) * N``).
+
     A transition's ``next_states`` row is the observation its step returned, also when
     that step ended the episode; the worker acts on the reset observation. After
     observing, ``agent.update_on_schedule()`` runs (with ``update``), and
@@ -47,7 +52,7 @@ class VectorEnvWorker:
         env_id: a gymnasium id, or a callable returning a new environment.
         num_envs: the number of environments N.
         seed: environment ``i`` is reset with ``seed + i`` the first time.
-        env_kwargs: keyword arguments for ``gymnasium.make``.
+        env_kwargs: keyword arguments for `make_env` (``gymnasium.make``'s, and ``atari``).
         n_step: the window length for worker-side folding; default the agent config's
             ``n_step`` (1 without one).
         worker_side_n_step: fold n-step transitions in the worker, not in the agent.
@@ -91,6 +96,7 @@ class VectorEnvWorker:
         self.gamma = self._resolve("gamma", gamma, None) if self.folds else None
         self.envs = VectorEnv(env_id, num_envs, self.env_kwargs or None)
         self.num_envs = self.envs.num_envs
+        self._env_ids = list(range(self.num_envs))
         self.frames_per_step = self.envs.frames_per_step
         self._check_spaces()
         self._accumulators = ([NStepAccumulator(self.n_step, self.gamma) for _ in range(self.num_envs)]
@@ -105,6 +111,30 @@ class VectorEnvWorker:
         self.episodes: list[Episode] = []
         self.resets = 0  # how many times the environments were (re)started from outside: 1 + resumes
         self.last_priorities: np.ndarray | None = None
+
+    @classmethod
+    def for_agent(cls, agent: Any, **kwargs: Any) -> "VectorEnvWorker":
+        """A worker on the environments an agent's config names, seeded with the agent's seed.
+
+        Reads ``agent.config.env`` (``id``, ``num_envs``, ``kwargs``, ``atari``) and ``agent.seed``;
+        keyword arguments override them (``env_kwargs`` replaces the config's ``env.kwargs`` whole)
+        and pass the rest of the constructor's options.
+
+        Raises:
+            ValueError: if the agent has no ``config.env``.
+        """
+        env = getattr(getattr(agent, "config", None), "env", None)
+        if env is None or not hasattr(env, "id"):
+            raise ValueError(f"VectorEnvWorker.for_agent: {type(agent).__name__} has no config.env to read the "
+                             f"environment from; use VectorEnvWorker(agent, env_id, ...)")
+        env_kwargs = dict(getattr(env, "kwargs", None) or {})
+        if getattr(env, "atari", False):
+            env_kwargs["atari"] = True
+        seed = getattr(agent, "seed", None)
+        args: dict[str, Any] = {"env_id": env.id, "num_envs": getattr(env, "num_envs", 1),
+                                "seed": 0 if seed is None else seed, "env_kwargs": env_kwargs}
+        args.update(kwargs)
+        return cls(agent, **args)
 
     # ---- configuration ------------------------------------------------------------------
     def _agent_setting(self, name: str) -> Any:
@@ -136,6 +166,11 @@ class VectorEnvWorker:
             self._action_space = from_gymnasium(self.envs.action_space).with_batch_rank()
         except ValueError:
             self._action_space = None
+        self._action_bounds = None
+        if self._action_space is not None and np.dtype(self._action_space.dtype).kind in "iu":
+            low, high = np.asarray(self._action_space.low), np.asarray(self._action_space.high)
+            if low.size and (low == low.flat[0]).all() and (high == high.flat[0]).all():
+                self._action_bounds = (low.flat[0], high.flat[0])
         state_space = getattr(self.agent, "state_space", None)
         self._state_space = None if state_space is None else state_space.with_batch_rank().without_bounds()
         if self._state_space is None:
@@ -168,7 +203,13 @@ class VectorEnvWorker:
             raise ValueError(f"VectorEnvWorker: agent.get_actions returned actions of shape {arr.shape} at worker step "
                              f"{step}; expected {want} (one action of shape {tuple(space.shape)} for each of "
                              f"{n} envs of {self.envs.env_id!r})")
-        probe = arr.astype(space.dtype) if arr.dtype.kind in "iu" and np.dtype(space.dtype).kind in "iu" else arr
+        integer = arr.dtype.kind in "iu" and np.dtype(space.dtype).kind in "iu"
+        if integer and arr.size and self._action_bounds is not None:
+            # the per-step fast path for discrete actions; why_not only to explain a failure
+            low, high = self._action_bounds
+            if low <= arr.min() and arr.max() <= high:
+                return arr
+        probe = arr.astype(space.dtype) if integer else arr
         reason = space.why_not(probe)
         if reason is not None:
             core = space.strip_ranks()
@@ -216,7 +257,7 @@ class VectorEnvWorker:
             elif not keep_records:
                 records = []
         elif self.observe:
-            self.agent.observe(obs, actions, rewards, terminated, next_obs, env_id=list(range(self.num_envs)),
+            self.agent.observe(obs, actions, rewards, terminated, next_obs, env_id=self._env_ids,
                                truncated=truncated)
         metrics: list[dict] = list(self.agent.update_on_schedule() or []) if self.update else []
         self.total_steps += self.num_envs

@@ -18,6 +18,10 @@ def test_make_env_names_an_unknown_id_and_its_close_matches():
         make_env(3)
     with pytest.raises(ValueError, match=r"'CartPole-v1' rejected the keyword arguments \['foo'\]"):
         make_env("CartPole-v1", foo=1)
+    with pytest.raises(ValueError, match=r"atari=True needs an ALE environment; 'CartPole-v1' is made by "):
+        make_env("CartPole-v1", atari=True)
+    with pytest.raises(ValueError, match=r"atari must be a bool; got 'yes'"):
+        make_env("ALE/Pong-v5", atari="yes")
 
 
 def test_make_env_registers_ale_ids_and_passes_kwargs():

@@ -10,7 +10,7 @@ import pytest
 
 from harness.spaces import FloatBox, from_gymnasium
 from reference_agents.components.helpers import n_step_transitions
-from reference_agents.workers import Episode, VectorEnvWorker, make_env
+from reference_agents.workers import Episode, VectorEnvWorker, frames_per_step, make_env
 
 LIMIT = {"max_episode_steps": 30}  # random CartPole episodes last ~10-60 steps: both endings occur
 
@@ -271,6 +271,12 @@ def test_pong_frames_are_four_per_step(fake_agent_cls):
     assert stats.frames_per_s == pytest.approx(4 * stats.steps_per_s)
     assert sum(e.unwrapped.ale.getFrameNumber() for e in worker.envs.envs) == stats.frames
     assert agent.acted[0][0].shape == (2, 210, 160, 3) and agent.acted[0][0].dtype == np.uint8
+    stacked = make_env("ALE/Pong-v5", atari=True)  # env-side Atari frames, as a config's env.atari asks
+    assert frames_per_step(stacked) == 4
+    atari = VectorEnvWorker(fake_agent_cls(from_gymnasium(stacked.observation_space), 6), "ALE/Pong-v5",
+                            num_envs=2, seed=0, env_kwargs={"atari": True})
+    assert atari.run(num_steps=20).frames == 80
+    assert atari.agent.acted[-1][0].shape == (2, 84, 84, 4) and atari.agent.acted[-1][0].dtype == np.uint8
     skip2 = VectorEnvWorker(fake_agent_cls(space, 6), "ALE/Pong-v5", num_envs=1, seed=0, env_kwargs={"frameskip": 2})
     assert skip2.run(num_steps=10).frames == 20 == skip2.envs.envs[0].unwrapped.ale.getFrameNumber()
 
@@ -281,8 +287,8 @@ def test_errors_name_the_step_env_and_expectation(cartpole_agent, fake_agent_cls
     with pytest.raises(ValueError, match=r"actions of shape \(3, 1\) at worker step 0; expected \(3,\)"):
         worker.run(num_steps=3)
     out_of_range = cartpole_agent(policy=lambda s, k: np.array([0, 5, 1]))
-    with pytest.raises(ValueError, match=r"outside the action space int64\[\]\(0,1\) of 'CartPole-v1' at worker step 0 \(envs \[1\], "
-                                         r"actions \[5\]\)"):
+    with pytest.raises(ValueError, match=r"outside the action space int64\[\]\(0,1\) of .CartPole-v1. at worker step 0 "
+                                         r"\(envs \[1\], actions \[5\]\)"):
         VectorEnvWorker(out_of_range, "CartPole-v1", num_envs=3).run(num_steps=3)
     late = cartpole_agent(policy=lambda s, k: np.full(len(s), 0 if len(late.acted) <= 4 else 2))
     with pytest.raises(ValueError, match=r"at worker step 8 \(envs \[0, 1\]"):
@@ -305,6 +311,11 @@ def test_errors_name_the_step_env_and_expectation(cartpole_agent, fake_agent_cls
 def test_argument_errors(cartpole_agent, kwargs, message):
     with pytest.raises(ValueError, match=message):
         VectorEnvWorker(cartpole_agent(), "CartPole-v1", **kwargs)
+
+
+def test_for_agent_needs_an_agent_config_with_env(cartpole_agent):
+    with pytest.raises(ValueError, match=r"FakeAgent has no config.env to read the environment from"):
+        VectorEnvWorker.for_agent(cartpole_agent())
 
 
 def test_folding_needs_gamma_from_somewhere(cartpole_agent):

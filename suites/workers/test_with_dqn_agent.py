@@ -1,0 +1,73 @@
+"""`VectorEnvWorker` driving the real `DQNAgent` (PyTorch, CartPole-v1 config): short runs, no learning asserts."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from reference_agents.workers import VectorEnvWorker
+
+agents = pytest.importorskip("reference_agents.agents")
+CONFIG = os.path.join(os.path.dirname(agents.__file__), "..", "configs", "dqn_cartpole.yaml")
+
+
+def make_agent(**sections):
+    """The CartPole DQN agent with config sections changed (``update={"start_after": 50}``)."""
+    config, _ = agents.load_agent_config(CONFIG, {"backend": "torch", "seed": 3})
+    raw = config.model_dump(by_alias=True)
+    for name, values in sections.items():
+        raw[name] = {**raw[name], **values}
+    return agents.DQNAgent(raw)
+
+
+def replay(agent):
+    agent.flush()
+    return {k: v for k, v in agent.get_weights(everything=True).items() if k.startswith("dqn/memory/")}
+
+
+def test_runs_observes_and_updates_on_schedule():
+    agent = make_agent(update={"start_after": 60, "batch_size": 16, "every": 4})
+    worker = VectorEnvWorker.for_agent(agent, num_envs=2)
+    assert worker.env_id == "CartPole-v1" and worker.seed == 3
+    stats = worker.run(num_steps=120)
+    assert agent.timesteps == 120 == stats.steps and agent.memory_size() == 120
+    assert stats.num_updates == agent.updates > 0
+    assert stats.last_loss == pytest.approx(agent.last_metrics["loss"])
+    assert sum(e.length for e in stats.episodes) <= 120 and stats.episodes
+    timesteps, size, updates = agent.timesteps, agent.memory_size(), agent.updates
+    returns = worker.evaluate(2, max_steps=60)
+    assert agent.timesteps == timesteps and agent.memory_size() == size and agent.updates == updates
+    assert len(returns) <= 2 and all(r > 0 for r in returns)
+
+
+def test_worker_side_n_step_fills_replay_like_agent_side_folding():
+    # greedy and no updates: both agents (same seed, same weights) take the same actions
+    kwargs = {"num_envs": 2, "seed": 5, "env_kwargs": {"max_episode_steps": 9}, "explore": False, "update": False}
+    agent_side = make_agent(loss={"n_step": 3})
+    VectorEnvWorker.for_agent(agent_side, **kwargs).run(num_steps=100)
+    worker_side = make_agent(loss={"n_step": 3})
+    VectorEnvWorker.for_agent(worker_side, worker_side_n_step=True, **kwargs).run(num_steps=100)
+    a, w = replay(agent_side), replay(worker_side)
+    size = int(a["dqn/memory/size"])
+    assert size > 90 and int(w["dqn/memory/size"]) == size
+    for key in a:
+        np.testing.assert_array_equal(w[key], a[key], err_msg=key)
+    discounts = a["dqn/memory/records/discounts"][:size]
+    terminals = a["dqn/memory/records/terminals"][:size]
+    gamma = agent_side.gamma
+    # windows cut by the 9-step time limit bootstrap with gamma^k, k < 3, and are not terminal
+    assert np.any(~terminals & np.isclose(discounts, gamma)) and np.any(terminals)
+    assert np.all(np.isclose(discounts, gamma) | np.isclose(discounts, gamma ** 2) | np.isclose(discounts, gamma ** 3))
+
+
+def test_sample_priorities_are_the_agents_td_errors():
+    agent = make_agent(loss={"n_step": 2})
+    worker = VectorEnvWorker.for_agent(agent, num_envs=2, observe=False, compute_priorities=True, update=False)
+    assert (worker.n_step, worker.gamma) == (2, agent.gamma)
+    batch = worker.sample(40)
+    assert agent.timesteps == 0 and agent.memory_size() == 0
+    assert len(batch) >= 36 and batch.stats.steps == 40
+    np.testing.assert_allclose(batch.priorities, np.abs(agent.td_errors(batch.records)), rtol=1e-5)
+    assert batch.priorities.std() > 0

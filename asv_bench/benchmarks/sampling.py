@@ -1,0 +1,106 @@
+"""Single-worker sampling throughput (RLgraph Fig. 7a): worker frames/s on Pong and CartPole, vs raw stepping and RLlib.
+
+Every ratio is measured in one run, the contenders timed in interleaved rounds
+(`harness.report.sampling_throughput.time_contenders`). ``SPACEGRAPH_BENCH_QUICK=1``
+(asv's quick pass, the test suite's smoke run) shrinks the time budget.
+"""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from harness.report import sampling_throughput as st  # noqa: E402
+
+
+def _budget() -> dict:
+    """Time budget of one measurement (seconds per contender, rounds, chunk and warm-up seconds)."""
+    if os.environ.get("SPACEGRAPH_BENCH_QUICK"):
+        return {"seconds": 0.3, "rounds": 2, "chunk_seconds": 0.05, "warmup_seconds": 0.1}
+    return {"seconds": 4.0, "rounds": 4, "chunk_seconds": 0.2, "warmup_seconds": 0.5}
+
+
+class _Sampling:
+    """Shared setup: the config's agent on ``backend``, a worker and raw stepping on N environments."""
+
+    config = st.CARTPOLE_CONFIG
+    params = (["tf", "torch"], [1, 2, 4, 8])
+    param_names = ["backend", "num_envs"]
+    timeout = 600
+    rllib = False
+
+    def setup(self, backend, num_envs):
+        if self.rllib:
+            reason = st.rllib_available()
+            if reason:
+                raise NotImplementedError(reason)
+        if not os.path.exists(self.config):
+            raise NotImplementedError(f"{self.config} does not exist")
+        from reference_agents.agents import DQNAgent
+
+        st.configure_threads(1)
+        cfg = st.load_config(self.config)
+        factory = st.env_factory(cfg)
+        self.contenders = {"raw_env": st.RawContender(factory, num_envs),
+                           "ours": st.WorkerContender(DQNAgent(cfg, backend=backend, seed=0), factory, num_envs)}
+        if self.rllib:
+            self.contenders["rllib"] = st.RLlibContender(factory, num_envs, dueling=cfg["network"]["dueling"])
+
+    def teardown(self, backend, num_envs):
+        for contender in getattr(self, "contenders", {}).values():
+            contender.close()
+
+    def _frames_per_s(self, *names):
+        timed = st.time_contenders({n: self.contenders[n] for n in names}, **_budget())
+        return [timed[n]["frames_per_s"] for n in names]
+
+
+class CartPoleSampling(_Sampling):
+    """`VectorEnvWorker` with the CartPole DQN agent acting and observing (no updates) on N envs."""
+
+    config = st.CARTPOLE_CONFIG
+
+    def track_worker_frames_per_s(self, backend, num_envs):
+        """Env frames/s of the worker (CartPole: one frame per step)."""
+        return self._frames_per_s("ours")[0]
+
+    track_worker_frames_per_s.unit = "frames/s"
+
+    def track_raw_frames_per_s(self, backend, num_envs):
+        """Env frames/s of the same vector stepped with random actions."""
+        return self._frames_per_s("raw_env")[0]
+
+    track_raw_frames_per_s.unit = "frames/s"
+
+    def track_worker_over_raw(self, backend, num_envs):
+        """Worker frames/s over raw stepping frames/s, timed in one run."""
+        ours, raw = self._frames_per_s("ours", "raw_env")
+        return ours / raw
+
+    track_worker_over_raw.unit = "ratio"
+
+
+class PongSampling(CartPoleSampling):
+    """The same on ALE Pong (``dqn_pong.yaml``: Nature CNN, dueling; frameskip 4, so 4 frames per step)."""
+
+    config = st.PONG_CONFIG
+
+
+class PongSamplingVsRLlib(_Sampling):
+    """Our worker vs RLlib's DQN env runner (one, local, no learner) on N Pong envs; skipped without RLlib."""
+
+    config = st.PONG_CONFIG
+    rllib = True
+
+    def track_rllib_frames_per_s(self, backend, num_envs):
+        """Env frames/s of RLlib's `SingleAgentEnvRunner.sample` with its DQN module."""
+        return self._frames_per_s("rllib")[0]
+
+    track_rllib_frames_per_s.unit = "frames/s"
+
+    def track_worker_over_rllib(self, backend, num_envs):
+        """Our worker's frames/s over RLlib's, timed in one run (above 1: ours samples faster)."""
+        ours, rllib = self._frames_per_s("ours", "rllib")
+        return ours / rllib
+
+    track_worker_over_rllib.unit = "ratio"

@@ -1,0 +1,159 @@
+"""Single-worker sampling throughput (Fig. 7a): short bounded runs, frame counting, report structure, RLlib skip."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from harness.report import sampling_throughput as st
+from harness.testing.plugin import selected_backends
+
+BACKENDS = tuple(b for b in selected_backends()
+                 if importlib.util.find_spec({"tf": "tensorflow", "torch": "torch"}[b]) is not None)
+#: The Pong agent of reference_agents/configs/dqn_pong.yaml (Nature CNN, dueling, env-side Atari
+#: frames, /255 in graph), with a replay small enough for a test.
+PONG = st.PONG_CONFIG
+SHORT = {"seconds": 0.16, "rounds": 2, "chunk_seconds": 0.04, "warmup_seconds": 0.06}
+
+
+def _ours_backend() -> str:
+    if not BACKENDS:
+        pytest.skip("no backend installed")
+    return "torch" if "torch" in BACKENDS else BACKENDS[0]
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    if not BACKENDS:
+        pytest.skip("no backend installed")
+    return st.measure(st.CARTPOLE_CONFIG, BACKENDS, (1, 2), capacity=1000, **SHORT)
+
+
+@pytest.fixture(scope="module")
+def pong():
+    """One short Pong run: raw ALE, raw env, ours on one backend, RLlib when installed."""
+    return st.measure(PONG, (_ours_backend(),), (2,), capacity=200, **SHORT)
+
+
+def test_cartpole_run_structure(cartpole):
+    rows = cartpole["rows"]
+    assert [r["num_envs"] for r in rows] == [1, 2]
+    names = ["raw_env", *(f"ours_{b}" for b in BACKENDS)]
+    for row in rows:
+        assert set(row) == {"num_envs", "ratios", *names}
+        for name in names:
+            c = row[name]
+            assert c["frames_per_s"] >= c["frames_per_s_median"] > 0
+            assert c["frames_per_step"] == 1 and c["frames"] == c["steps"] > 0
+            assert c["chunk_steps"] % row["num_envs"] == 0
+        for b in BACKENDS:
+            assert row["ratios"][f"ours_{b}/raw_env"] == pytest.approx(
+                row[f"ours_{b}"]["frames_per_s"] / row["raw_env"]["frames_per_s"])
+            assert row["ratios"][f"ours_{b}/rllib"] is None
+            shares = row[f"ours_{b}"]["breakdown"]
+            assert shares["act_share"] > 0 and shares["observe_share"] > 0
+            assert shares["act_share"] + shares["observe_share"] + shares["other_share"] == pytest.approx(1.0)
+    assert "Atari configs only" in cartpole["rllib_note"]
+
+
+def test_pong_frames_are_counted_with_frameskip(pong):
+    (row,) = pong["rows"]
+    names = [n for n in st.CONTENDER_TITLES if n in row]
+    assert {"raw_ale", "raw_env", f"ours_{_ours_backend()}"} <= set(names)
+    for name in names:
+        c = row[name]
+        assert c["frames_per_step"] == 4, name
+        assert c["frames"] == 4 * c["steps"] > 0, name
+
+
+def test_pong_report_structure(pong, tmp_path):
+    text = st.markdown(pong)
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| N envs | raw ALE frames/s"))
+    cells = [c.strip() for c in lines[header + 2].strip("|").split("|")]
+    row = pong["rows"][0]
+    names = [n for n in st.CONTENDER_TITLES if n in row]
+    assert cells[0] == "2" and len(cells) == 1 + len(names) + len(row["ratios"])
+    for cell, name in zip(cells[1:], names):
+        assert cell == f"{row[name]['frames_per_s']:.0f} ({row[name]['frames_per_s_median']:.0f})"
+    for section in ("## Result", "## What each column runs", "## Environment", "## Reproduce"):
+        assert section in text
+    assert "4 emulator frames per env step" in text and pong["environment"]["date"] in text
+    if importlib.util.find_spec("matplotlib") is not None:
+        paths = st.write(pong, tmp_path)
+        assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_pong_rllib_column_when_installed(pong):
+    pytest.importorskip("ray.rllib")
+    import ray
+
+    (row,) = pong["rows"]
+    assert pong["rllib_note"] is None and "rllib" in row
+    assert row["rllib"]["frames"] == 4 * row["rllib"]["steps"] > 0
+    b = _ours_backend()
+    assert row["ratios"][f"ours_{b}/rllib"] == pytest.approx(row[f"ours_{b}"]["frames_per_s"]
+                                                              / row["rllib"]["frames_per_s"])
+    assert "Conv2d(4, 32, kernel_size=(8, 8), stride=(4, 4))" in pong["rllib_model"]
+    assert not ray.is_initialized(), "the RLlib env runner must not start a Ray cluster"
+
+
+@pytest.mark.parametrize("frameskip", [1, 3])
+def test_raw_frames_follow_the_env_frameskip(frameskip):
+    cfg = st.load_config(PONG)
+    cfg["env"]["kwargs"] = {"frameskip": frameskip}
+    contender = st.RawContender(st.env_factory(cfg), 2)
+    try:
+        assert contender.chunk(6) == (6, 6 * frameskip)
+    finally:
+        contender.close()
+
+
+def test_rllib_reported_missing_when_import_fails(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray.rllib.algorithms.dqn", None)
+    reason = st.rllib_available()
+    assert reason is not None and "ray[rllib] is not installed" in reason
+
+
+def test_run_without_rllib_skips_its_column_cleanly(monkeypatch):
+    monkeypatch.setattr(st, "rllib_available", lambda: "ray[rllib] is not installed (test)")
+    result = st.measure(PONG, (_ours_backend(),), (1,), capacity=100, raw_ale=False,
+                        **{**SHORT, "seconds": 0.1, "rounds": 1})
+    (row,) = result["rows"]
+    assert "rllib" not in row and "raw_ale" not in row
+    assert all(v is None for k, v in row["ratios"].items() if k.endswith("/rllib"))
+    text = st.markdown(result)
+    assert "RLlib not measured: ray[rllib] is not installed (test)" in text
+    assert "n/a" in text
+
+
+def test_asv_rllib_benchmark_skips_without_rllib(monkeypatch):
+    path = st.REPO / "asv_bench" / "benchmarks" / "sampling.py"
+    spec = importlib.util.spec_from_file_location("asv_bench_sampling_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(st, "rllib_available", lambda: "ray[rllib] is not installed (test)")
+    with pytest.raises(NotImplementedError, match="not installed"):
+        module.PongSamplingVsRLlib().setup("torch", 1)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"backends": ("jax",)}, "backends must be among"),
+    ({"num_envs": (0,)}, "num_envs must be positive ints"),
+])
+def test_bad_arguments_are_named(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        st.measure(st.CARTPOLE_CONFIG, **kwargs)
+
+
+def test_scaled_image_env_rejects_non_images():
+    from reference_agents.workers import make_env
+
+    env = make_env("CartPole-v1")
+    try:
+        with pytest.raises(ValueError, match="ScaledImageEnv: expected uint8 image observations"):
+            st.ScaledImageEnv(env)
+    finally:
+        env.close()

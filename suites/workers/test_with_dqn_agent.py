@@ -13,12 +13,15 @@ agents = pytest.importorskip("reference_agents.agents")
 CONFIG = os.path.join(os.path.dirname(agents.__file__), "..", "configs", "dqn_cartpole.yaml")
 
 
-def make_agent(**sections):
-    """The CartPole DQN agent with config sections changed (``update={"start_after": 50}``)."""
+def make_agent(exploration=None, **sections):
+    """The CartPole DQN agent with config sections changed (``update={"start_after": 50}``) or, for
+    ``exploration``, replaced. Tests pin every setting they rely on, so tuning the file breaks none."""
     config, _ = agents.load_agent_config(CONFIG, {"backend": "torch", "seed": 3})
     raw = config.model_dump(by_alias=True)
     for name, values in sections.items():
         raw[name] = {**raw[name], **values}
+    if exploration is not None:
+        raw["exploration"] = exploration
     return agents.DQNAgent(raw)
 
 
@@ -28,7 +31,7 @@ def replay(agent):
 
 
 def test_runs_observes_and_updates_on_schedule():
-    agent = make_agent(update={"start_after": 60, "batch_size": 16, "every": 4})
+    agent = make_agent(update={"start_after": 60, "batch_size": 16, "every": 4, "repeats": 1}, loss={"n_step": 1})
     worker = VectorEnvWorker.for_agent(agent, num_envs=2)
     assert worker.env_id == "CartPole-v1" and worker.seed == 3
     stats = worker.run(num_steps=120)
@@ -43,21 +46,23 @@ def test_runs_observes_and_updates_on_schedule():
 
 
 def test_worker_side_n_step_fills_replay_like_agent_side_folding():
-    # greedy and no updates: both agents (same seed, same weights) take the same actions
-    kwargs = {"num_envs": 2, "seed": 5, "env_kwargs": {"max_episode_steps": 9}, "explore": False, "update": False}
-    agent_side = make_agent(loss={"n_step": 3})
-    VectorEnvWorker.for_agent(agent_side, **kwargs).run(num_steps=100)
-    worker_side = make_agent(loss={"n_step": 3})
-    VectorEnvWorker.for_agent(worker_side, worker_side_n_step=True, **kwargs).run(num_steps=100)
+    # a constant epsilon and no updates: both agents (same seed, same weights, same coins) take the same
+    # actions, though worker-side folding makes the agent count its steps later (the epsilon would differ)
+    kwargs = {"num_envs": 2, "seed": 5, "env_kwargs": {"max_episode_steps": 20}, "update": False}
+    constant = {"type": "constant", "value": 0.5}
+    agent_side = make_agent(constant, loss={"n_step": 3})
+    VectorEnvWorker.for_agent(agent_side, **kwargs).run(num_steps=200)
+    worker_side = make_agent(constant, loss={"n_step": 3})
+    VectorEnvWorker.for_agent(worker_side, worker_side_n_step=True, **kwargs).run(num_steps=200)
     a, w = replay(agent_side), replay(worker_side)
     size = int(a["dqn/memory/size"])
-    assert size > 90 and int(w["dqn/memory/size"]) == size
+    assert size > 190 and int(w["dqn/memory/size"]) == size
     for key in a:
         np.testing.assert_array_equal(w[key], a[key], err_msg=key)
     discounts = a["dqn/memory/records/discounts"][:size]
     terminals = a["dqn/memory/records/terminals"][:size]
     gamma = agent_side.gamma
-    # windows cut by the 9-step time limit bootstrap with gamma^k, k < 3, and are not terminal
+    # windows cut by the 20-step time limit bootstrap with gamma^k, k < 3, and are not terminal
     assert np.any(~terminals & np.isclose(discounts, gamma)) and np.any(terminals)
     assert np.all(np.isclose(discounts, gamma) | np.isclose(discounts, gamma ** 2) | np.isclose(discounts, gamma ** 3))
 

@@ -1,4 +1,6 @@
-"""Making the environments an agent config names: gymnasium ids, with Atari frame processing env-side.
+"""Atari frame processing env-side (`AtariFrames`) and the spaces of the environment an agent config names.
+
+Environments are made by `reference_agents.workers.envs.make_env`.
 
 ``env: {id: ALE/Pong-v5, atari: true}`` gives observations ``uint8[84,84,4]``:
 the ALE v5 env skips 4 frames per step itself (``frameskip=4``, sticky actions
@@ -10,28 +12,12 @@ next state must each carry their own 4 frames.
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 import numpy as np
 
 ATARI_FRAMES = 4
 ATARI_SIZE = 84
-
-
-def _registry_ids() -> list[str]:
-    import gymnasium as gym
-
-    return list(gym.registry)
-
-
-def _register_ale() -> None:
-    try:
-        import ale_py
-        import gymnasium as gym
-    except ImportError:  # pragma: no cover - ale-py is a dependency
-        return
-    gym.register_envs(ale_py)
 
 
 class AtariFrames:
@@ -81,27 +67,10 @@ class AtariFrames:
         self.env.close()
 
 
-def make_env(env_id: str, atari: bool = False, **kwargs: Any) -> Any:
-    """A gymnasium environment by id (ALE ids registered first), Atari-wrapped when ``atari``.
-
-    Raises:
-        ValueError: naming the id and the closest registered ids when it is unknown.
-    """
-    import gymnasium as gym
-
-    _register_ale()
-    if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, _registry_ids(), n=3, cutoff=0.5)
-        raise ValueError(f"unknown environment id {env_id!r}" + (f"; did you mean {close}?" if close else ""))
-    if atari:
-        kwargs.setdefault("obs_type", "grayscale")
-    env = gym.make(env_id, **kwargs)
-    return AtariFrames(env) if atari else env
-
-
 def env_spaces(env_id: str, atari: bool = False, **kwargs: Any) -> tuple[Any, Any]:
     """``(observation space, action space)`` of the environment as spacegraph spaces (no batch rank)."""
     from harness.spaces import from_gymnasium
+    from reference_agents.workers.envs import make_env
 
     env = make_env(env_id, atari=atari, **kwargs)
     try:

@@ -1,9 +1,14 @@
-"""Every asv benchmark runs once (first parameter set) and follows asv's conventions."""
+"""Every asv benchmark runs once (first parameter set) and follows asv's conventions.
 
-import importlib.util
+Runs set ``SPACEGRAPH_BENCH_QUICK=1``, as ``run_offline.py --quick`` does: benchmarks
+with a fixed work budget (DQN training) shrink it.
+"""
+
+import importlib
 import inspect
 import itertools
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,10 +22,10 @@ def _modules():
 
 
 def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"asv_bench_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The module as asv imports it: ``benchmarks.<name>`` (so ``from .common import ...`` works)."""
+    if str(BENCH_DIR.parent) not in sys.path:
+        sys.path.insert(0, str(BENCH_DIR.parent))
+    return importlib.import_module(f"{BENCH_DIR.name}.{path.stem}")
 
 
 def _benchmark_classes():
@@ -47,7 +52,8 @@ def test_params_match_param_names(cls):
 
 
 @pytest.mark.parametrize("cls", list(_benchmark_classes()))
-def test_benchmark_runs_once(cls):
+def test_benchmark_runs_once(cls, monkeypatch):
+    monkeypatch.setenv("SPACEGRAPH_BENCH_QUICK", "1")
     params = getattr(cls, "params", None)
     grid = params if params and isinstance(params[0], (list, tuple)) else ([params] if params else [])
     backends = os.environ.get("SPACEGRAPH_BACKENDS", "tf,torch").split(",")
@@ -64,3 +70,5 @@ def test_benchmark_runs_once(cls):
                 result = getattr(bench, name)(*combo)
                 if name.startswith("track_"):
                     assert isinstance(result, (int, float)) and result == result, f"{name} returned {result!r}"
+        if hasattr(bench, "teardown"):
+            bench.teardown(*combo)

@@ -1,4 +1,4 @@
-"""The `spacegraph` command: demo, build (with --profile) and spaces."""
+"""The `spacegraph` command: demo, train, build (with --profile) and spaces."""
 
 from __future__ import annotations
 
@@ -46,7 +46,163 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from harness.demo import run_demo
 
-    return run_demo(backends=args.backend)
+    return run_demo(backends=args.backend, train_steps=args.train_steps, train_seconds=args.train_seconds)
+
+
+DEFAULT_TRAIN_STEPS = 100_000
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive int; got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive int; got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number; got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number; got {text!r}")
+    return value
+
+
+def resolve_config(text: str) -> str:
+    """A config file path for ``text``: an existing file, or a bare name of a file in ``reference_agents/configs``.
+
+    Raises:
+        ConfigError: naming ``text`` and, for a bare name, the configs that exist.
+    """
+    from reference_agents.agents import CONFIG_DIR, ConfigError
+
+    if os.path.isfile(text):
+        return text
+    bare = os.sep not in text and "/" not in text and not text.endswith((".yaml", ".yml", ".json"))
+    if bare:
+        for ext in (".yaml", ".yml", ".json"):
+            candidate = os.path.join(CONFIG_DIR, text + ext)
+            if os.path.isfile(candidate):
+                return candidate
+        known = sorted(os.path.splitext(f)[0] for f in os.listdir(CONFIG_DIR)
+                       if f.endswith((".yaml", ".yml", ".json")))
+        raise ConfigError(text, [("", f"no such file, and no config of that name in {CONFIG_DIR} "
+                                      f"(there are: {', '.join(known) or 'none'})")])
+    raise ConfigError(text, [("", "no such file")])
+
+
+def _train_summary(trainer, source: str) -> str:
+    import math
+
+    result, agent, w = trainer.result, trainer.agent, trainer.worker
+    cfg = agent.config
+    files = [f for f in ("metrics.csv", "metrics.jsonl", "episodes.csv", "learning_curve.png", "checkpoint")
+             if result.out_dir and os.path.exists(os.path.join(result.out_dir, f))]
+    last = result.history[-1] if result.history else None
+    if trainer.target_return is None:
+        solved = "no target (--target-return)"
+    elif result.solved_at_step is not None:
+        solved = f"step {result.solved_at_step:,} (eval mean >= {trainer.target_return:g})"
+    else:
+        solved = f"not reached (target {trainer.target_return:g})"
+    train_ret = w.mean_return(100)
+    rows = [
+        ("run", result.out_dir or "-"),
+        ("config", f"{source} ({agent.backend}, seed {agent.seed})"),
+        ("env", f"{cfg.env.id} x{w.num_envs}"),
+        ("env steps", f"{result.total_steps:,} of {trainer.total_steps_target:,} (frames {result.total_frames:,})"),
+        ("episodes", f"{result.episodes:,}"),
+        ("updates", f"{w.total_updates:,}" + (f", last loss {w.last_loss:.4g}" if w.last_loss is not None else "")),
+        ("time", f"{result.seconds:.1f} s this call; {result.total_seconds:.1f} s in all, "
+                 f"{result.train_seconds:.1f} s of it stepping and updating"),
+        ("steps/s", f"{result.steps_per_s:,.0f} (stepping and updating, all calls)"
+                    if not math.isnan(result.steps_per_s) else "-"),
+        ("train return", f"{train_ret:.2f} (mean of the last {min(len(w.episodes), 100)} episodes)"
+                         if not math.isnan(train_ret) else "- (no episode finished)"),
+        ("eval return", f"{last['eval_return']:.2f} ({last['eval_episodes']} greedy episodes at step "
+                        f"{last['env_steps']:,})" if last else "- (no evaluation)"),
+        ("solved at", solved),
+        ("stopped", {"steps": "the step total was reached", "target_return": "the target return was reached",
+                     "max_seconds": "--max-seconds ran out", "callback": "a callback asked",
+                     "interrupted": "Ctrl-C"}[result.stop_reason]),
+        ("files", " ".join(files) or "-"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import time
+
+    from reference_agents.agents import ConfigError, DQNAgent, load_agent_config
+    from reference_agents.training import Trainer, read_trainer_state, set_framework_threads
+
+    def fail(message: str) -> int:
+        print(f"spacegraph train: {message}", file=sys.stderr)
+        return 2
+
+    if args.config is None and args.resume is None:
+        return fail("give a CONFIG (a file or a name in reference_agents/configs, e.g. dqn_cartpole) or --resume DIR")
+    progress = False if args.quiet else (True if args.progress else None)
+    options = {"eval_every": args.eval_every, "eval_episodes": args.eval_episodes, "eval_envs": args.eval_envs,
+               "target_return": args.target_return, "checkpoint_every": args.checkpoint_every,
+               "max_seconds": args.max_seconds, "progress": progress, "log_evals": not args.quiet}
+    try:
+        if args.resume is not None:
+            if args.seed is not None:
+                return fail("--seed cannot change a resumed run (its seed is in the checkpoint)")
+            if args.out is not None and os.path.abspath(args.out) != os.path.abspath(args.resume):
+                return fail(f"--out {args.out} differs from --resume {args.resume}: a resumed run continues in its "
+                            f"own directory")
+            backend = args.backend or read_trainer_state(args.resume).get("backend") or "tf"
+            set_framework_threads(backend, args.threads)
+            trainer = Trainer.resume(args.resume, backend=args.backend, **options)
+            source = f"the checkpoint in {args.resume}"
+            if args.config is not None:
+                path = resolve_config(args.config)
+                given, _ = load_agent_config(path, {"backend": trainer.agent.backend, "seed": trainer.agent.seed})
+                saved = trainer.agent.config.model_dump(by_alias=True)
+                differ = sorted(k for k, v in given.model_dump(by_alias=True).items() if saved.get(k) != v)
+                if differ:
+                    return fail(f"{path} differs from the config saved in {args.resume} in {differ}; resume "
+                                f"without CONFIG to continue with the saved one")
+                source = path
+            steps = args.steps or trainer.total_steps_target
+        else:
+            path = resolve_config(args.config)
+            config, _ = load_agent_config(path, {"backend": args.backend, "seed": args.seed})
+            set_framework_threads(config.backend, args.threads)
+            agent = DQNAgent(path, backend=args.backend, seed=args.seed)
+            stem = os.path.splitext(os.path.basename(path))[0]
+            out = args.out or os.path.join("runs", f"{stem}-{agent.backend}-{time.strftime('%Y%m%d-%H%M%S')}")
+            trainer = Trainer(agent, out, **options)
+            source = path
+            steps = args.steps or DEFAULT_TRAIN_STEPS
+    except (ConfigError, ValueError) as exc:
+        return fail(str(exc))
+    if trainer.worker.total_steps >= steps:
+        print(f"spacegraph train: {trainer.out_dir} is already at {trainer.worker.total_steps:,} env steps "
+              f"(--steps {steps:,}); nothing to train", file=sys.stderr)
+    try:
+        trainer.train(steps)
+    except KeyboardInterrupt:
+        result = trainer.result
+        if result is not None and result.checkpoint:
+            print(f"\ninterrupted at env step {result.total_steps:,}; checkpoint in {result.checkpoint}. "
+                  f"Continue with: spacegraph train --resume {result.out_dir}", file=sys.stderr)
+        else:
+            print("\ninterrupted in the middle of a step: no new checkpoint written"
+                  + (f" (the last one is in {trainer.last_checkpoint})" if trainer.last_checkpoint else ""),
+                  file=sys.stderr)
+        if result is not None:
+            print(_train_summary(trainer, source))
+        return 130
+    print(_train_summary(trainer, source))
+    return 0
 
 
 def cmd_spaces(args: argparse.Namespace) -> int:
@@ -79,10 +235,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="spacegraph", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="build spaces and a small network on both backends and show them")
+    demo = sub.add_parser("demo", help="spaces, the Q-network on both backends and a short DQN CartPole run on each")
     demo.add_argument("--backend", action="append", choices=["tf", "torch"],
                       help="backend(s) to use (repeatable; default both)")
+    demo.add_argument("--train-steps", type=int, default=4000,
+                      help="env steps of the short DQN CartPole run per backend (0: skip it; default 4000)")
+    demo.add_argument("--train-seconds", type=_positive_float, default=15.0,
+                      help="the most seconds of that run per backend (default 15)")
     demo.set_defaults(fn=cmd_demo)
+
+    train = sub.add_parser("train", help="train an agent from a config; metrics, learning curve, checkpoints",
+                           description="Train an agent from a config file with a vectorised worker: greedy "
+                                       "evaluation every evaluation.every env steps, metrics.csv/.jsonl, "
+                                       "episodes.csv, learning_curve.png and a checkpoint (at the end and on "
+                                       "Ctrl-C; continue with --resume DIR).")
+    train.add_argument("config", nargs="?", help="a config file, or a name in reference_agents/configs "
+                                                 "(dqn_cartpole); optional with --resume")
+    train.add_argument("--backend", choices=["tf", "torch"], help="overrides the config's backend")
+    train.add_argument("--steps", type=_positive_int, help=f"total env steps (default {DEFAULT_TRAIN_STEPS:,}; "
+                                                            f"with --resume the saved total)")
+    train.add_argument("--seed", type=int, help="overrides the config's seed")
+    train.add_argument("--out", help="run directory (default runs/<config>-<backend>-<timestamp>)")
+    train.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its checkpoint")
+    train.add_argument("--eval-every", type=_positive_int, help="env steps between evaluations "
+                                                                "(default: the config's evaluation.every)")
+    train.add_argument("--eval-episodes", type=_positive_int, help="greedy episodes per evaluation "
+                                                                   "(default: the config's evaluation.episodes)")
+    train.add_argument("--eval-envs", type=_positive_int, help="environments evaluated in lockstep (faster; the "
+                                                               "first episodes to end are counted)")
+    train.add_argument("--target-return", type=float, help="stop when an evaluation's mean return reaches this")
+    train.add_argument("--checkpoint-every", type=_positive_int, help="also checkpoint every N env steps")
+    train.add_argument("--max-seconds", type=_positive_float, help="stop after this many seconds of training")
+    train.add_argument("--threads", type=_positive_int, default=1, help="framework threads (default 1)")
+    train.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
+    train.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is not "
+                                                               "a terminal")
+    train.set_defaults(fn=cmd_train)
 
     build = sub.add_parser("build", help="build a component and print its API table (and phase times)")
     build.add_argument("target", help="a class path (package.module.Class) or a YAML file with class/config/input_spaces")

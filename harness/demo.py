@@ -1,28 +1,13 @@
-"""`spacegraph demo`: spaces, a component graph on both backends, and what a user wants to see."""
+"""`spacegraph demo`: spaces, the DQN Q-network graph on both backends, and a short DQN training run on each."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 
-from harness.graph import Component, api
-
-
-class QNetwork(Component):
-    """A small MLP Q-network: two Dense layers (a stand-in until the DQN issue lands)."""
-
-    def __init__(self, hidden: int = 32, actions: int = 2, scope: str = "q-net") -> None:
-        from reference_agents.components.common import Dense
-
-        super().__init__(Dense(hidden, activation="relu", scope="hidden"), Dense(actions, scope="q-values"),
-                         scope=scope)
-
-    @api
-    def q_values(self, states):
-        """Q-values for a batch of states."""
-        hidden = self.sub_components["hidden"].apply(states)
-        return self.sub_components["q-values"].apply(hidden)
+DEMO_LAYERS = [{"type": "dense", "units": 32, "activation": "relu"}]
 
 
 def _section(title: str) -> None:
@@ -57,13 +42,14 @@ def demo_spaces() -> None:
 def demo_graph(backends: list[str]) -> None:
     from harness.execution.executor import GraphExecutor
     from harness.spaces import FloatBox
+    from reference_agents.agents import QNetwork
 
     spaces = {"states": FloatBox(4, batch_rank=True)}
     states = spaces["states"].sample(8, rng=2)
     outputs, weights = {}, {}
     for backend in backends:
         _section(f"Q-network on {backend}")
-        executor = GraphExecutor(QNetwork(), spaces, backend=backend, seed=7)
+        executor = GraphExecutor(QNetwork(DEMO_LAYERS, 2), spaces, backend=backend, seed=7)
         print(executor.api_table())
         p = executor.profile
         print(f"build: assembly {p.assembly * 1e3:.1f} ms, framework overhead {p.framework_overhead * 1e3:.1f} ms, "
@@ -77,16 +63,58 @@ def demo_graph(backends: list[str]) -> None:
         a, b = backends
         diff = float(np.max(np.abs(outputs[a] - outputs[b])))
         print(f"same seed, same weights: max |{a} - {b}| = {diff:.2e}")
-        other = GraphExecutor(QNetwork(), spaces, backend=b, seed=123)
+        other = GraphExecutor(QNetwork(DEMO_LAYERS, 2), spaces, backend=b, seed=123)
         other.set_weights(weights[a])
         diff = float(np.max(np.abs(other.execute("q_values", states) - outputs[a])))
         print(f"{a} weights loaded into a {b} build with another seed: max diff {diff:.2e}")
 
 
-def run_demo(backends: list[str] | None = None) -> int:
-    """Runs the demo; returns the exit code."""
+def demo_training(backends: list[str], steps: int, seconds: float) -> None:
+    """Trains DQN (``dqn_cartpole``) on CartPole briefly on each backend and prints a table."""
+    from reference_agents.agents import build_agent
+    from reference_agents.training import Trainer
+
+    _section("DQN on CartPole-v1: a short run per backend")
+    print(f"config dqn_cartpole, at most {steps:,} env steps or {seconds:g} s of training per backend, "
+          f"then 5 greedy episodes")
+    rows = []
+    for backend in backends:
+        start = time.perf_counter()
+        agent = build_agent("dqn_cartpole", backend=backend, seed=0)
+        build_s = time.perf_counter() - start
+        trainer = Trainer(agent, None, eval_every=steps, eval_episodes=5, max_seconds=seconds, progress=False)
+        result = trainer.train(steps)
+        last = result.history[-1]
+        rows.append((backend, result.total_steps, result.steps_per_s, result.episodes, last["train_return_100"],
+                     last["eval_return"], agent.updates, last["epsilon"], build_s + result.seconds))
+        trainer.worker.close()
+    header = ("backend", "steps", "steps/s", "episodes", "return(100)", "eval(5)", "updates", "epsilon", "seconds")
+    print("  ".join(f"{h:>11}" for h in header))
+    for backend, n, rate, episodes, ret, ev, updates, eps, secs in rows:
+        cells = (backend, f"{n:,}", f"{rate:,.0f}", f"{episodes:,}", "-" if math.isnan(ret) else f"{ret:.1f}",
+                 f"{ev:.1f}", f"{updates:,}", f"{eps:.2f}", f"{secs:.1f}")
+        print("  ".join(f"{c:>11}" for c in cells))
+    print("A demo, not a solved run: CartPole counts as solved at a mean return of 475; "
+          "`spacegraph train dqn_cartpole` trains the whole schedule.")
+
+
+def run_demo(backends: list[str] | None = None, train_steps: int = 4000, train_seconds: float = 15.0) -> int:
+    """Runs the demo; returns the exit code.
+
+    Args:
+        backends: the backends to show (default both).
+        train_steps: env steps of DQN training per backend (0 skips the training part).
+        train_seconds: the most seconds of training per backend.
+    """
+    from reference_agents.training import set_framework_threads
+
     start = time.perf_counter()
+    backends = backends or ["tf", "torch"]
+    for backend in backends:  # before either framework runs anything (TF accepts it only then)
+        set_framework_threads(backend, 1)
     demo_spaces()
-    demo_graph(backends or ["tf", "torch"])
+    demo_graph(backends)
+    if train_steps:
+        demo_training(backends, train_steps, train_seconds)
     print(f"\ndemo finished in {time.perf_counter() - start:.1f} s")
     return 0

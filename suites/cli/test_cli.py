@@ -71,12 +71,22 @@ def test_spaces_command(capsys):
 
 
 def test_demo_runs_end_to_end():
-    proc = run_cli("demo")
+    proc = run_cli("demo", "--train-steps", "1200", "--train-seconds", "8")
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
     for text in ("== spaces", "uint8[B,84,84,4]", "is above the upper bound 1.0", "ALE/Pong-v5",
                  "== Q-network on tf", "== Q-network on torch", "q_values(states: float32[B,4])",
-                 "== cross-backend", "demo finished"):
+                 "== cross-backend", "== DQN on CartPole-v1", "A demo, not a solved run", "demo finished"):
         assert text in out
     diff = float(out.split("same seed, same weights: max |tf - torch| = ")[1].split()[0])
     assert diff < 1e-5
+    table = out.split("== DQN on CartPole-v1")[1].splitlines()
+    header = table[2].split()
+    assert header == ["backend", "steps", "steps/s", "episodes", "return(100)", "eval(5)", "updates", "epsilon",
+                      "seconds"]
+    rows = {cells[0]: dict(zip(header, cells)) for cells in (line.split() for line in table[3:5])}
+    assert sorted(rows) == ["tf", "torch"]
+    for row in rows.values():
+        steps = int(row["steps"].replace(",", ""))
+        assert 0 < steps <= 1200 and int(row["episodes"].replace(",", "")) > 0
+        assert float(row["eval(5)"]) > 0 and 0 < float(row["epsilon"]) <= 1

@@ -1,0 +1,736 @@
+"""`Trainer`: trains an agent on a `VectorEnvWorker`, evaluates, logs metrics, plots and checkpoints (resumable).
+
+A run directory holds::
+
+    metrics.csv, metrics.jsonl   one row per evaluation (METRIC_COLUMNS), appended and flushed row by row
+    episodes.csv                 one row per finished training episode (EPISODE_COLUMNS)
+    learning_curve.png           training returns and evaluation means against env steps (needs matplotlib)
+    checkpoint/                  the agent's checkpoint, worker.json and trainer.json (replaced atomically)
+
+Typical use (the ``spacegraph train`` command does the same)::
+
+    agent = build_agent("dqn_cartpole", backend="torch", seed=0)
+    result = Trainer(agent, "runs/cartpole", eval_episodes=100, target_return=475.0).train(steps=100_000)
+    result.solved_at_step                       # None if the target was not reached
+    Trainer.resume("runs/cartpole").train(steps=150_000)   # continues to 150k steps in all
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Callable, TextIO
+
+import numpy as np
+
+from reference_agents.workers import VectorEnvWorker, WorkerStats
+
+METRIC_COLUMNS = ("env_steps", "frames", "wall_s", "train_s", "eval_s", "steps_per_s", "frames_per_s", "episodes",
+                  "train_return_100", "eval_return", "eval_episodes", "epsilon", "updates", "last_loss")
+EPISODE_COLUMNS = ("episode", "env_id", "return", "length", "terminated", "truncated", "end_step", "end_frame")
+METRICS_CSV, METRICS_JSONL, EPISODES_CSV = "metrics.csv", "metrics.jsonl", "episodes.csv"
+LEARNING_CURVE = "learning_curve.png"
+CHECKPOINT = "checkpoint"
+WORKER_STATE, TRAINER_STATE = "worker.json", "trainer.json"
+_STATE_FORMAT = "spacegraph-trainer"
+
+
+def set_framework_threads(backend: str, threads: int) -> bool:
+    """Sets the backend framework's intra- and inter-op thread pools to ``threads``.
+
+    Small DQN updates run fastest on one thread on a shared machine (torch's default
+    pool made one update 15x slower under load). TensorFlow accepts this only before it
+    has run anything; torch's inter-op pool likewise.
+
+    Args:
+        backend: ``"tf"`` or ``"torch"``.
+        threads: a positive int.
+
+    Returns:
+        True if every setting took effect, False if the framework was already initialised.
+
+    Raises:
+        ValueError: for an unknown backend or a non-positive ``threads``.
+    """
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads <= 0:
+        raise ValueError(f"set_framework_threads: threads must be a positive int; got {threads!r}")
+    if backend == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
+        try:
+            torch.set_num_interop_threads(threads)
+        except RuntimeError:  # only allowed before the first parallel work
+            return torch.get_num_interop_threads() == threads
+        return True
+    if backend == "tf":
+        import tensorflow as tf
+
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        except RuntimeError:  # TensorFlow has already been initialised
+            return tf.config.threading.get_intra_op_parallelism_threads() == threads
+        return True
+    raise ValueError(f"set_framework_threads: backend must be 'tf' or 'torch'; got {backend!r}")
+
+
+class ProgressBar:
+    """A one-line progress bar redrawn in place with ``\\r`` (at most every ``min_interval`` seconds).
+
+    Args:
+        total: the count at which the bar is full.
+        stream: where to draw (default ``sys.stderr``).
+        width: characters of the bar itself.
+        min_interval: seconds between redraws (`update` with ``force`` redraws at once).
+    """
+
+    def __init__(self, total: int, stream: TextIO | None = None, width: int = 24, min_interval: float = 0.2) -> None:
+        self.total = max(int(total), 1)
+        self.stream = stream if stream is not None else sys.stderr
+        self.width, self.min_interval = width, min_interval
+        self._last_draw = -math.inf
+        self._last_len = 0
+
+    def render(self, done: int, fields: dict[str, str]) -> str:
+        """The bar's text for ``done`` of `total` with the ``fields`` after it."""
+        frac = min(max(done / self.total, 0.0), 1.0)
+        filled = int(frac * self.width)
+        bar = "=" * filled + (">" if filled < self.width else "") + " " * max(self.width - filled - 1, 0)
+        text = f"[{bar}] {done:,}/{self.total:,} steps {100 * frac:3.0f}%"
+        return text + "".join(f"  {k} {v}" for k, v in fields.items())
+
+    def update(self, done: int, fields: dict[str, str], force: bool = False) -> None:
+        """Redraws the bar (if ``min_interval`` has passed since the last redraw, or ``force``)."""
+        now = time.perf_counter()
+        if not force and now - self._last_draw < self.min_interval:
+            return
+        self._last_draw = now
+        text = self.render(done, fields)
+        self.stream.write("\r" + text + " " * max(self._last_len - len(text), 0))
+        self.stream.flush()
+        self._last_len = len(text)
+
+    def close(self) -> None:
+        """Ends the line (the bar stays visible)."""
+        if self._last_len:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._last_len = 0
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What `Trainer.train` did (a run and its resumes together).
+
+    Attributes:
+        history: the metric rows (one per evaluation, keys `METRIC_COLUMNS`), oldest first.
+        solved_at_step: the env step of the first evaluation whose mean reached ``target_return``.
+        total_steps: env steps taken in all (summed over environments).
+        total_frames: emulator frames taken in all.
+        episodes: training episodes finished in all.
+        seconds: wall-clock seconds of this `train` call.
+        total_seconds: wall-clock seconds of all calls (resumes included), evaluation included.
+        train_seconds: of those, seconds spent stepping and updating (evaluation excluded).
+        stop_reason: ``"steps"``, ``"target_return"``, ``"max_seconds"``, ``"callback"`` or ``"interrupted"``.
+        out_dir: the run directory (None without one).
+        checkpoint: the checkpoint directory written last (None if none was written).
+    """
+
+    history: list[dict[str, Any]]
+    solved_at_step: int | None
+    total_steps: int
+    total_frames: int
+    episodes: int
+    seconds: float
+    total_seconds: float
+    train_seconds: float
+    stop_reason: str
+    out_dir: str | None = None
+    checkpoint: str | None = None
+
+    @property
+    def final_eval_return(self) -> float:
+        """The last evaluation's mean return (NaN before the first)."""
+        return _num(self.history[-1]["eval_return"]) if self.history else math.nan
+
+    @property
+    def steps_per_s(self) -> float:
+        """Env steps per second of stepping and updating, over all calls."""
+        return self.total_steps / self.train_seconds if self.train_seconds > 0 else math.nan
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    """A number for people: ``-`` for None/NaN."""
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def _num(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _clean(value: Any) -> Any:
+    """A JSON-safe scalar: NaN and infinities become None, NumPy scalars Python ones."""
+    if isinstance(value, (np.generic,)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def read_trainer_state(directory: str | os.PathLike) -> dict[str, Any]:
+    """The trainer state saved in a run directory's checkpoint (counters, settings, backend, history).
+
+    Raises:
+        ValueError: naming the directory when it holds no readable trainer state.
+    """
+    ckpt = _checkpoint_dir(os.fspath(directory))
+    path = os.path.join(ckpt, TRAINER_STATE)
+    try:
+        with open(path) as fh:
+            state = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{os.fspath(directory)} holds no readable training checkpoint ({CHECKPOINT}/"
+                         f"{TRAINER_STATE}): {exc}") from None
+    if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
+        raise ValueError(f"{path} is not a trainer state (format "
+                         f"{state.get('format') if isinstance(state, dict) else None!r})")
+    return state
+
+
+def _checkpoint_dir(directory: str) -> str:
+    ckpt = os.path.join(directory, CHECKPOINT)
+    if not os.path.isdir(ckpt) and os.path.isdir(ckpt + ".old"):
+        ckpt += ".old"  # a save was cut between its two renames
+    return ckpt
+
+
+def _file_mode() -> int:
+    """The mode ``open`` gives new files under the current umask (``mkstemp`` files are 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _atomic_write(path: str, text: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            fh.write(text)
+        os.chmod(tmp, _file_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _csv_text(columns: tuple[str, ...], rows: list[dict[str, Any]], header: bool) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    if header:
+        writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if _clean(row.get(c)) is None else _clean(row.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def _episode_rows(episodes: list[Any], first_index: int) -> list[dict[str, Any]]:
+    return [{"episode": first_index + i, "env_id": e.env_id, "return": e.episode_return, "length": e.length,
+             "terminated": int(e.terminated), "truncated": int(e.truncated), "end_step": e.end_step,
+             "end_frame": e.end_frame} for i, e in enumerate(episodes)]
+
+
+def plot_learning_curve(path: str, episodes: list[Any], history: list[dict[str, Any]],
+                        target_return: float | None = None, title: str = "") -> bool:
+    """Writes a PNG of training returns per episode and evaluation means against env steps (atomically).
+
+    Args:
+        path: the PNG to write.
+        episodes: finished `Episode`s (their ``end_step`` and ``episode_return``).
+        history: metric rows (``env_steps``, ``eval_return``).
+        target_return: drawn as a dashed line if given.
+        title: the plot's title.
+
+    Returns:
+        False (and writes nothing) when matplotlib is not installed.
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return False
+    fig = Figure(figsize=(8, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    if episodes:
+        steps = np.array([e.end_step for e in episodes], np.float64)
+        returns = np.array([e.episode_return for e in episodes], np.float64)
+        ax.plot(steps, returns, ".", ms=2, alpha=0.35, color="tab:blue", label="training episode return")
+        window = min(100, len(returns))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=1.5, label=f"mean of last {window} episodes")
+    evals = [(r["env_steps"], r["eval_return"]) for r in history if _clean(r.get("eval_return")) is not None]
+    if evals:
+        xs, ys = zip(*evals)
+        ax.plot(xs, ys, "o-", color="tab:orange", ms=4, label="greedy evaluation mean")
+    if target_return is not None:
+        ax.axhline(target_return, ls="--", color="gray", lw=1, label=f"target {target_return:g}")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if episodes or evals:
+        ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fig.savefig(fh, format="png")
+        os.chmod(tmp, _file_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+def _check_positive(name: str, value: Any, kind: type = int) -> None:
+    ok = (not isinstance(value, bool) and isinstance(value, (int, np.integer)) if kind is int
+          else not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value))
+    if value is not None and (not ok or value <= 0):
+        raise ValueError(f"Trainer: {name} must be a positive {'int' if kind is int else 'number'} or None; "
+                         f"got {value!r}")
+
+
+class Trainer:
+    """Trains an agent with a `VectorEnvWorker` in chunks, evaluating greedily after each.
+
+    The worker (``VectorEnvWorker.for_agent(agent)``: the config's environments)
+    runs ``eval_every`` env steps at a time; after each chunk the agent is evaluated
+    greedily on separate environments (``worker.evaluate``) and a metrics row is
+    recorded. With ``out_dir`` the rows, the finished episodes and a learning curve
+    are written as they come, and a checkpoint (agent, worker counters, trainer
+    state) at the end, every ``checkpoint_every`` env steps, and on Ctrl-C.
+
+    Ctrl-C while stepping is deferred to the end of the current lockstep step (so the
+    agent's and the worker's counters agree), then `train` saves a checkpoint and
+    re-raises `KeyboardInterrupt`; a second Ctrl-C aborts at once without one. A
+    ``KeyboardInterrupt`` raised by ``callback`` is handled the same way.
+
+    Args:
+        agent: an agent with the worker-facing interface and ``config.env``/``config.evaluation``
+            (a `DQNAgent`); checkpoints need ``save_checkpoint``.
+        out_dir: the run directory (created); None keeps everything in memory.
+        eval_every: env steps between evaluations (default ``agent.config.evaluation.every``).
+        eval_episodes: greedy episodes per evaluation (default ``agent.config.evaluation.episodes``).
+        eval_envs: environments evaluated in lockstep (default: the worker's choice,
+            ``min(eval_episodes, num_envs)``). More is faster but, since the first episodes to end
+            are the ones counted, leans towards short episodes.
+        target_return: stop once an evaluation's mean return reaches this.
+        checkpoint_every: also checkpoint after the evaluation at which this many env steps have
+            passed since the last checkpoint (None: only at the end and on Ctrl-C).
+        max_seconds: stop (evaluate, checkpoint) once training has run this long in this call.
+        progress: draw a progress bar on ``stream`` (None: when ``stream`` is a terminal).
+        log_evals: print one line per evaluation on ``stream`` (when no progress bar is drawn).
+        stream: where the bar and lines go (default ``sys.stderr``).
+        callback: ``callback(trainer, stats)`` after every lockstep step with the chunk's
+            `WorkerStats` so far; returning False stops training (as ``max_seconds`` does).
+        worker: a worker to use instead of ``VectorEnvWorker.for_agent(agent)``.
+
+    Raises:
+        ValueError: naming an argument that is not a positive number.
+    """
+
+    def __init__(self, agent: Any, out_dir: str | os.PathLike | None = None, *, eval_every: int | None = None,
+                 eval_episodes: int | None = None, eval_envs: int | None = None,
+                 target_return: float | None = None, checkpoint_every: int | None = None,
+                 max_seconds: float | None = None, progress: bool | None = None, log_evals: bool = False,
+                 stream: TextIO | None = None, callback: Callable[["Trainer", WorkerStats], Any] | None = None,
+                 worker: VectorEnvWorker | None = None) -> None:
+        evaluation = getattr(getattr(agent, "config", None), "evaluation", None)
+        eval_every = eval_every if eval_every is not None else getattr(evaluation, "every", None)
+        eval_episodes = eval_episodes if eval_episodes is not None else getattr(evaluation, "episodes", None)
+        for name, value in (("eval_every", eval_every), ("eval_episodes", eval_episodes), ("eval_envs", eval_envs),
+                            ("checkpoint_every", checkpoint_every)):
+            _check_positive(name, value)
+        _check_positive("max_seconds", max_seconds, float)
+        if eval_every is None or eval_episodes is None:
+            raise ValueError("Trainer: give eval_every and eval_episodes, or an agent whose config has an "
+                             "evaluation section")
+        if target_return is not None and (isinstance(target_return, bool)
+                                          or not isinstance(target_return, (int, float))):
+            raise ValueError(f"Trainer: target_return must be a number or None; got {target_return!r}")
+        if callback is not None and not callable(callback):
+            raise ValueError(f"Trainer: callback must be callable; got {callback!r}")
+        self.agent = agent
+        self.out_dir = None if out_dir is None else os.fspath(out_dir)
+        self.eval_every, self.eval_episodes, self.eval_envs = int(eval_every), int(eval_episodes), eval_envs
+        self.target_return = None if target_return is None else float(target_return)
+        self.checkpoint_every, self.max_seconds = checkpoint_every, max_seconds
+        self.stream = stream if stream is not None else sys.stderr
+        self.progress = progress if progress is not None else bool(getattr(self.stream, "isatty", lambda: False)())
+        self.log_evals = log_evals
+        self.callback = callback
+        self.worker = worker if worker is not None else VectorEnvWorker.for_agent(agent)
+        self.history: list[dict[str, Any]] = []
+        self.solved_at_step: int | None = None
+        self.total_steps_target = 0
+        self.wall_seconds = 0.0      # all train() calls, evaluation included
+        self.train_seconds = 0.0     # stepping and updating only
+        self.last_checkpoint: str | None = None
+        self.result: TrainResult | None = None
+        self._episodes_written = 0
+        self._checkpoint_step = 0
+        self._phase = "idle"         # "step" while the worker is inside a lockstep step
+        self._interrupt_requested = False
+        self._stop_reason: str | None = None
+        self._bar: ProgressBar | None = None
+        self._call_start = self._wall_base = 0.0
+        self._chunk_start: float | None = None
+        self._bar_start_steps = 0
+        self._recent_eval = math.nan
+        if self.out_dir is not None:
+            if os.path.exists(os.path.join(self.out_dir, CHECKPOINT)) or os.path.exists(
+                    os.path.join(self.out_dir, METRICS_CSV)):
+                raise ValueError(f"Trainer: {self.out_dir} already holds a run (a checkpoint or metrics.csv); "
+                                 f"continue it with Trainer.resume (spacegraph train --resume DIR) or choose "
+                                 f"another out_dir")
+            os.makedirs(self.out_dir, exist_ok=True)
+            self._rewrite_files()
+
+    # ---- files --------------------------------------------------------------------------------------
+    def _path(self, name: str) -> str:
+        return os.path.join(self.out_dir, name)
+
+    def _rewrite_files(self) -> None:
+        """Makes the metric and episode files hold exactly this trainer's history (no rows beyond it)."""
+        _atomic_write(self._path(METRICS_CSV), _csv_text(METRIC_COLUMNS, self.history, header=True))
+        _atomic_write(self._path(METRICS_JSONL), "".join(json.dumps({k: _clean(r.get(k)) for k in METRIC_COLUMNS})
+                                                         + "\n" for r in self.history))
+        episodes = self.worker.episodes
+        _atomic_write(self._path(EPISODES_CSV), _csv_text(EPISODE_COLUMNS, _episode_rows(episodes, 0), header=True))
+        self._episodes_written = len(episodes)
+
+    def _append(self, name: str, text: str) -> None:
+        with open(self._path(name), "a", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+
+    def _write_row(self, row: dict[str, Any]) -> None:
+        if self.out_dir is None:
+            return
+        self._append(METRICS_CSV, _csv_text(METRIC_COLUMNS, [row], header=False))
+        self._append(METRICS_JSONL, json.dumps({k: _clean(row.get(k)) for k in METRIC_COLUMNS}) + "\n")
+
+    def _write_episodes(self) -> None:
+        if self.out_dir is None:
+            return
+        new = self.worker.episodes[self._episodes_written:]
+        if new:
+            self._append(EPISODES_CSV, _csv_text(EPISODE_COLUMNS, _episode_rows(new, self._episodes_written),
+                                                 header=False))
+            self._episodes_written += len(new)
+
+    def plot(self) -> str | None:
+        """Rewrites ``learning_curve.png`` in the run directory; returns its path (None without
+        a run directory or without matplotlib)."""
+        if self.out_dir is None:
+            return None
+        env = getattr(getattr(getattr(self.agent, "config", None), "env", None), "id", "")
+        title = f"{type(self.agent).__name__} on {env} ({getattr(self.agent, 'backend', '')})".strip()
+        ok = plot_learning_curve(self._path(LEARNING_CURVE), self.worker.episodes, self.history,
+                                 self.target_return, title)
+        return self._path(LEARNING_CURVE) if ok else None
+
+    # ---- checkpoints ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The trainer's own state: counters, settings and metric history (JSON-safe)."""
+        return {"format": _STATE_FORMAT, "version": 1, "backend": getattr(self.agent, "backend", None),
+                "total_steps_target": self.total_steps_target,
+                "wall_seconds": self.wall_seconds, "train_seconds": self.train_seconds,
+                "solved_at_step": self.solved_at_step, "eval_every": self.eval_every,
+                "eval_episodes": self.eval_episodes, "eval_envs": self.eval_envs,
+                "target_return": self.target_return, "checkpoint_every": self.checkpoint_every,
+                "agent_timesteps": int(getattr(self.agent, "timesteps", -1)), "saved_at": time.time(),
+                "history": [{k: _clean(r.get(k)) for k in METRIC_COLUMNS} for r in self.history]}
+
+    def save_checkpoint(self) -> str:
+        """Writes ``out_dir/checkpoint``: ``agent.save_checkpoint``, ``worker.json`` and ``trainer.json``.
+
+        The checkpoint is written into a temporary directory that then replaces the previous
+        one by renames, so an interrupted save leaves the previous checkpoint whole (under
+        ``checkpoint`` or, between the two renames, ``checkpoint.old``).
+
+        Returns:
+            The checkpoint directory.
+
+        Raises:
+            ValueError: without a run directory.
+        """
+        if self.out_dir is None:
+            raise ValueError("Trainer.save_checkpoint: this trainer has no out_dir")
+        final = self._path(CHECKPOINT)
+        old = final + ".old"
+        tmp = tempfile.mkdtemp(prefix=".checkpoint-", dir=self.out_dir)
+        try:
+            self.agent.save_checkpoint(tmp)
+            with open(os.path.join(tmp, WORKER_STATE), "w") as fh:
+                json.dump(self.worker.state_dict(), fh)
+            with open(os.path.join(tmp, TRAINER_STATE), "w") as fh:
+                json.dump(self.state_dict(), fh, indent=1)
+            if os.path.exists(old):
+                shutil.rmtree(old)
+            if os.path.exists(final):
+                os.rename(final, old)
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+        self.last_checkpoint = final
+        self._checkpoint_step = self.worker.total_steps
+        return final
+
+    @classmethod
+    def resume(cls, directory: str | os.PathLike, backend: str | None = None,
+               agent_loader: Callable[[str, str | None], Any] | None = None, **kwargs: Any) -> "Trainer":
+        """A trainer continuing the run in ``directory`` from its checkpoint.
+
+        The agent is rebuilt from the checkpoint (replay, optimizer state and counters included),
+        the worker's step, frame, update and episode counters are restored (it starts fresh
+        episodes), and the metric files are rewritten to the checkpoint's rows, so rows written
+        after it are dropped and none repeats. Settings not given in ``kwargs`` are the saved ones.
+
+        Args:
+            directory: a run directory `save_checkpoint` wrote into.
+            backend: rebuild the agent on this backend (default: the saved one).
+            agent_loader: ``fn(checkpoint_dir, backend) -> agent`` (default ``DQNAgent.load_checkpoint``).
+            **kwargs: `Trainer` arguments overriding the saved settings.
+
+        Raises:
+            ValueError: naming the directory and what is missing or inconsistent.
+        """
+        directory = os.fspath(directory)
+        ckpt = _checkpoint_dir(directory)
+        try:
+            state = read_trainer_state(directory)
+        except ValueError as exc:
+            raise ValueError(f"Trainer.resume: {exc}") from None
+        try:
+            with open(os.path.join(ckpt, WORKER_STATE)) as fh:
+                worker_state = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"Trainer.resume: {directory} holds no readable worker state ({CHECKPOINT}/"
+                             f"{WORKER_STATE}): {exc}") from None
+        if agent_loader is None:
+            from reference_agents.agents import DQNAgent
+
+            agent_loader = DQNAgent.load_checkpoint
+        agent = agent_loader(ckpt, backend)
+        settings = {k: state.get(k) for k in ("eval_every", "eval_episodes", "eval_envs", "target_return",
+                                              "checkpoint_every")}
+        settings.update({k: v for k, v in kwargs.items() if v is not None or k not in settings})
+        if "worker" in settings:
+            raise ValueError("Trainer.resume: the worker is made for the restored agent; do not pass one")
+        worker = VectorEnvWorker.for_agent(agent)
+        if worker_state.get("num_envs", worker.num_envs) != worker.num_envs:
+            raise ValueError(f"Trainer.resume: {directory} was trained with {worker_state.get('num_envs')} "
+                             f"environments; this worker has {worker.num_envs}")
+        worker.load_state_dict(worker_state)
+        timesteps = getattr(agent, "timesteps", None)
+        if not worker.folds and timesteps is not None and timesteps != worker.total_steps:
+            raise ValueError(f"Trainer.resume: {ckpt} is inconsistent: the agent observed {timesteps} env steps, "
+                             f"the worker counted {worker.total_steps}")
+        trainer = cls(agent, None, worker=worker, **settings)
+        trainer.out_dir = directory
+        trainer.history = [dict(r) for r in state.get("history", [])]
+        trainer.solved_at_step = state.get("solved_at_step")
+        trainer.total_steps_target = int(state.get("total_steps_target", 0))
+        trainer.wall_seconds = float(state.get("wall_seconds", 0.0))
+        trainer.train_seconds = float(state.get("train_seconds", 0.0))
+        trainer.last_checkpoint = ckpt
+        trainer._checkpoint_step = worker.total_steps
+        trainer._rewrite_files()
+        trainer.plot()
+        return trainer
+
+    # ---- training -------------------------------------------------------------------------------------
+    def _fields(self) -> dict[str, str]:
+        w = self.worker
+        rate = (w.total_steps - self._bar_start_steps) / max(time.perf_counter() - self._call_start, 1e-9)
+        fields = {"steps/s": f"{rate:,.0f}", "return(100)": _fmt(w.mean_return(100)), "eval": _fmt(self._recent_eval)}
+        epsilon = getattr(self.agent, "epsilon", None)
+        if callable(epsilon):
+            fields["eps"] = f"{epsilon():.3f}"
+        return fields
+
+    def _on_step(self, stats: WorkerStats) -> bool | None:
+        self._phase = "boundary"  # the step is fully accounted: an interrupt here is clean
+        if self._interrupt_requested:
+            raise KeyboardInterrupt
+        if self.callback is not None and self.callback(self, stats) is False:
+            self._stop_reason = "callback"
+        elif self.max_seconds is not None and time.perf_counter() - self._call_start >= self.max_seconds:
+            self._stop_reason = "max_seconds"
+        if self._bar is not None:
+            self._bar.update(self.worker.total_steps, self._fields())
+        self._phase = "step"
+        return False if self._stop_reason else None
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self._phase == "step" and not self._interrupt_requested:
+            self._interrupt_requested = True
+            self.stream.write("\nCtrl-C: stopping after this step and saving a checkpoint "
+                              "(Ctrl-C again to abort without one)\n")
+            self.stream.flush()
+            return
+        raise KeyboardInterrupt
+
+    def _evaluate(self, chunk_steps: int, chunk_seconds: float) -> dict[str, Any]:
+        self._phase = "eval"
+        start = time.perf_counter()
+        returns = self.worker.evaluate(self.eval_episodes, num_envs=self.eval_envs)
+        eval_s = time.perf_counter() - start
+        self._phase = "io"
+        w = self.worker
+        epsilon = getattr(self.agent, "epsilon", None)
+        self._tick()
+        row = {"env_steps": w.total_steps, "frames": w.total_frames, "wall_s": self.wall_seconds,
+               "train_s": self.train_seconds, "eval_s": eval_s,
+               "steps_per_s": chunk_steps / chunk_seconds if chunk_seconds > 0 else math.nan,
+               "frames_per_s": chunk_steps * w.frames_per_step / chunk_seconds if chunk_seconds > 0 else math.nan,
+               "episodes": len(w.episodes), "train_return_100": w.mean_return(100),
+               "eval_return": float(np.mean(returns)) if returns else math.nan, "eval_episodes": len(returns),
+               "epsilon": float(epsilon()) if callable(epsilon) else None,
+               "updates": w.total_updates, "last_loss": w.last_loss}
+        self._recent_eval = row["eval_return"]
+        return row
+
+    def _log(self, row: dict[str, Any]) -> None:
+        if self.log_evals and self._bar is None:
+            self.stream.write(f"step {row['env_steps']:>9,}  eval {row['eval_return']:8.2f} "
+                              f"({row['eval_episodes']} ep)  return(100) {row['train_return_100']:8.2f}  "
+                              f"{row['steps_per_s']:7.0f} steps/s  episodes {row['episodes']}\n")
+            self.stream.flush()
+
+    def _tick(self) -> None:
+        """Brings ``wall_seconds`` up to now: earlier calls' time plus this call's so far."""
+        self.wall_seconds = self._wall_base + time.perf_counter() - self._call_start
+
+    def _make_result(self, stop_reason: str) -> TrainResult:
+        w = self.worker
+        return TrainResult(list(self.history), self.solved_at_step, w.total_steps, w.total_frames, len(w.episodes),
+                           time.perf_counter() - self._call_start, self.wall_seconds, self.train_seconds,
+                           stop_reason, self.out_dir, self.last_checkpoint)
+
+    def train(self, steps: int | None = None) -> TrainResult:
+        """Trains until the worker has taken ``steps`` env steps in all (resumed runs included).
+
+        Args:
+            steps: the total env-step count to reach (default: the resumed run's saved total).
+
+        Returns:
+            The `TrainResult` (also kept as ``self.result``).
+
+        Raises:
+            KeyboardInterrupt: after Ctrl-C (or a callback raising it), once the checkpoint is written.
+            ValueError: if ``steps`` is not a positive int.
+        """
+        steps = self.total_steps_target if steps is None else steps
+        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps <= 0:
+            raise ValueError(f"Trainer.train: steps must be a positive int (the total env steps); got {steps!r}")
+        self.total_steps_target = int(steps)
+        w = self.worker
+        self._call_start = time.perf_counter()
+        self._wall_base = self.wall_seconds
+        self._bar_start_steps = w.total_steps
+        self._stop_reason, self._interrupt_requested = None, False
+        self._bar = ProgressBar(self.total_steps_target, self.stream) if self.progress else None
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, self._on_sigint)
+        try:
+            while w.total_steps < self.total_steps_target and self._stop_reason is None:
+                boundary = (w.total_steps // self.eval_every + 1) * self.eval_every
+                chunk = min(boundary, self.total_steps_target) - w.total_steps
+                self._chunk_start = time.perf_counter()
+                self._phase = "step"
+                stats = w.run(num_steps=chunk, callback=self._on_step, callback_every=w.num_envs)
+                self._phase = "io"
+                seconds = time.perf_counter() - self._chunk_start
+                self._chunk_start = None
+                self.train_seconds += seconds
+                self._write_episodes()
+                row = self._evaluate(stats.steps, seconds)
+                self.history.append(row)
+                self._write_row(row)
+                self._log(row)
+                if (self.target_return is not None and self.solved_at_step is None
+                        and row["eval_return"] >= self.target_return):
+                    self.solved_at_step = int(row["env_steps"])
+                    self._stop_reason = "target_return"
+                if self.out_dir is not None:
+                    self.plot()
+                    if (self.checkpoint_every is not None and w.total_steps < self.total_steps_target
+                            and self._stop_reason is None
+                            and w.total_steps - self._checkpoint_step >= self.checkpoint_every):
+                        self.save_checkpoint()
+                if self._bar is not None:
+                    self._bar.update(w.total_steps, self._fields(), force=True)
+            self._phase = "io"
+            self._tick()
+            if self.out_dir is not None:
+                self.save_checkpoint()
+            self.result = self._make_result(self._stop_reason or "steps")
+            return self.result
+        except KeyboardInterrupt:
+            clean = self._phase != "step"
+            self._phase = "io"
+            if self._chunk_start is not None:  # the steps of the cut chunk count too
+                self.train_seconds += time.perf_counter() - self._chunk_start
+                self._chunk_start = None
+            self._tick()
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None
+            if self.out_dir is not None:
+                self._write_episodes()
+                if clean:  # (the learning curve stays as the last evaluation drew it)
+                    self.save_checkpoint()
+            self.result = self._make_result("interrupted")
+            self.result.checkpoint = self.last_checkpoint if clean else None
+            raise
+        finally:
+            self._phase = "idle"
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None
+
+
+def train(config: Any, steps: int, backend: str | None = None, seed: int | None = None,
+          out_dir: str | os.PathLike | None = None, **trainer_kwargs: Any) -> TrainResult:
+    """Builds an agent from ``config`` (a file, a bare name in ``reference_agents/configs``, a dict)
+    and trains it for ``steps`` env steps with a `Trainer`; returns the `TrainResult`.
+
+    Raises:
+        ConfigError: for a bad config (naming the file and key path).
+    """
+    from reference_agents.agents import build_agent
+
+    agent = build_agent(config, backend=backend, seed=seed)
+    return Trainer(agent, out_dir, **trainer_kwargs).train(steps)

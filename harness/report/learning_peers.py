@@ -320,7 +320,7 @@ def limit_threads(side: str) -> dict[str, int | None]:
 
 
 def run_one(side: str, seed: int, criterion: Criterion = Criterion(), budget: Budget = Budget()) -> dict[str, Any]:
-    """Trains one side from scratch until solved or out of budget, evaluating every ``eval_every`` env steps.
+    """Builds one side from scratch (one framework thread) and runs `train_until_solved` on it.
 
     Args:
         side: one of `SIDES`.
@@ -329,11 +329,9 @@ def run_one(side: str, seed: int, criterion: Criterion = Criterion(), budget: Bu
         budget: when an unsolved run stops.
 
     Returns:
-        ``{"side", "seed", "solved", "solved_at", "train_s_to_solve", "train_eval_s_to_solve", "setup_s",
-        "stop_reason" ("solved" | "env_steps" | "seconds"), "env_steps", "train_s", "eval_s",
-        "curve": [{"env_steps", "train_s", "eval_s", "screen_mean", "full_mean", "load1"}],
-        "load_start", "load_end", "threads", "threads_after", "settings" (RLlib only)}``;
-        the ``*_to_solve`` entries are None when unsolved.
+        `train_until_solved`'s result with ``"side"``, ``"seed"``, ``"setup_s"``, ``"load_start"``,
+        ``"load_end"``, ``"threads"`` (thread pools set before building), ``"threads_after"`` (torch's
+        after training) and, for RLlib, ``"settings"`` (`RLlibSide.describe`).
 
     Raises:
         ValueError: for an unknown side.
@@ -346,39 +344,55 @@ def run_one(side: str, seed: int, criterion: Criterion = Criterion(), budget: Bu
     runner: Any = (RLlibSide(seed, criterion.eval_every) if side == "rllib"
                    else OursSide(side.split("_", 1)[1], seed, criterion.eval_every))
     setup_s = time.perf_counter() - t0
-    out: dict[str, Any] = {"side": side, "seed": int(seed), "solved": False, "solved_at": None,
-                           "train_s_to_solve": None, "train_eval_s_to_solve": None, "setup_s": setup_s,
-                           "stop_reason": None, "env_steps": 0, "train_s": 0.0, "eval_s": 0.0, "curve": [],
-                           "load_start": list(load_start), "threads": threads}
     try:
-        if side == "rllib":
-            out["settings"] = runner.describe()
-        while True:
-            t = time.perf_counter()
-            out["env_steps"] = runner.train_chunk()
-            out["train_s"] += time.perf_counter() - t
-            ev = evaluate(runner.act, criterion, seed)
-            out["eval_s"] += ev["seconds"]
-            out["curve"].append({"env_steps": out["env_steps"], "train_s": out["train_s"], "eval_s": out["eval_s"],
-                                 "screen_mean": ev["screen_mean"], "full_mean": ev["full_mean"],
-                                 "load1": os.getloadavg()[0]})
-            if ev["full_mean"] is not None and ev["full_mean"] >= criterion.min_return:
-                out.update(solved=True, solved_at=out["env_steps"], train_s_to_solve=out["train_s"],
-                           train_eval_s_to_solve=out["train_s"] + out["eval_s"], stop_reason="solved")
-                break
-            if out["env_steps"] >= budget.env_steps:
-                out["stop_reason"] = "env_steps"
-                break
-            if out["train_s"] + out["eval_s"] >= budget.seconds:
-                out["stop_reason"] = "seconds"
-                break
+        settings = {"settings": runner.describe()} if side == "rllib" else {}
+        run = train_until_solved(runner, seed, criterion, budget)
     finally:
         runner.close()
     import torch
 
-    out["threads_after"] = {"torch": torch.get_num_threads()}
-    out["load_end"] = list(os.getloadavg())
-    return out
+    return {"side": side, "seed": int(seed), **run, "setup_s": setup_s, "load_start": list(load_start),
+            "load_end": list(os.getloadavg()), "threads": threads, "threads_after": {"torch": torch.get_num_threads()},
+            **settings}
+
+
+def train_until_solved(runner: Any, seed: int, criterion: Criterion, budget: Budget) -> dict[str, Any]:
+    """Alternates ``runner.train_chunk()`` and `evaluate` of ``runner.act`` until solved or out of budget.
+
+    Args:
+        runner: has ``train_chunk() -> env steps in all`` and ``act(obs) -> greedy actions``.
+        seed: the run's seed (evaluation episodes from `eval_seed`).
+        criterion: when the run is solved.
+        budget: when an unsolved run stops (after the chunk and evaluation that cross it).
+
+    Returns:
+        ``{"solved", "solved_at", "train_s_to_solve", "train_eval_s_to_solve", "stop_reason" ("solved" |
+        "env_steps" | "seconds"), "env_steps", "train_s", "eval_s",
+        "curve": [{"env_steps", "train_s", "eval_s", "screen_mean", "full_mean", "load1"}]}``;
+        the ``*_to_solve`` entries are None when unsolved.
+    """
+    out: dict[str, Any] = {"solved": False, "solved_at": None, "train_s_to_solve": None,
+                           "train_eval_s_to_solve": None, "stop_reason": None, "env_steps": 0, "train_s": 0.0,
+                           "eval_s": 0.0, "curve": []}
+    while True:
+        t = time.perf_counter()
+        out["env_steps"] = int(runner.train_chunk())
+        out["train_s"] += time.perf_counter() - t
+        ev = evaluate(runner.act, criterion, seed)
+        out["eval_s"] += ev["seconds"]
+        out["curve"].append({"env_steps": out["env_steps"], "train_s": out["train_s"], "eval_s": out["eval_s"],
+                             "screen_mean": ev["screen_mean"], "full_mean": ev["full_mean"],
+                             "load1": os.getloadavg()[0]})
+        if ev["full_mean"] is not None and ev["full_mean"] >= criterion.min_return:
+            out.update(solved=True, solved_at=out["env_steps"], train_s_to_solve=out["train_s"],
+                       train_eval_s_to_solve=out["train_s"] + out["eval_s"], stop_reason="solved")
+            return out
+        if out["env_steps"] >= budget.env_steps:
+            out["stop_reason"] = "env_steps"
+            return out
+        if out["train_s"] + out["eval_s"] >= budget.seconds:
+            out["stop_reason"] = "seconds"
+            return out
 
 
 def run_isolated(side: str, seed: int, criterion: Criterion, budget: Budget) -> dict[str, Any]:

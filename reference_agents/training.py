@@ -402,6 +402,7 @@ class Trainer:
         self._chunk_start: float | None = None
         self._bar_start_steps = 0
         self._recent_eval = math.nan
+        self._told_no_matplotlib = False
         if self.out_dir is not None:
             if os.path.exists(os.path.join(self.out_dir, CHECKPOINT)) or os.path.exists(
                     os.path.join(self.out_dir, METRICS_CSV)):
@@ -453,6 +454,11 @@ class Trainer:
         title = f"{type(self.agent).__name__} on {env} ({getattr(self.agent, 'backend', '')})".strip()
         ok = plot_learning_curve(self._path(LEARNING_CURVE), self.worker.episodes, self.history,
                                  self.target_return, title)
+        if not ok and not self._told_no_matplotlib:
+            self._told_no_matplotlib = True
+            self.stream.write(f"matplotlib is not installed: no {LEARNING_CURVE} (pip install matplotlib); "
+                              f"the metrics files are written as usual\n")
+            self.stream.flush()
         return self._path(LEARNING_CURVE) if ok else None
 
     # ---- checkpoints ------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -343,3 +344,22 @@ def test_progress_bar():
     assert stream.text.endswith("\r[===>      ] 300/1,000 steps  30%" + " " * len("  eps 0.500"))
     bar.close()
     assert stream.text.endswith("\n")
+
+
+def test_without_matplotlib_the_run_goes_on_without_the_curve(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    messages = io.StringIO()
+    result = Trainer(build_agent(write_config(tmp_path)), tmp_path / "run", stream=messages,
+                     progress=False).train(250)
+    assert [r["env_steps"] for r in result.history] == [200, 250]
+    assert not os.path.exists(tmp_path / "run" / "learning_curve.png")
+    assert messages.getvalue().count("matplotlib is not installed: no learning_curve.png") == 1

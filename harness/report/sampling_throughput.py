@@ -22,9 +22,9 @@ Frames count emulator frames: env steps times the environment's frame skip (4 fo
 Timing: per N, the contenders are timed in interleaved rounds, each round giving each
 contender about ``seconds / rounds`` of whole chunks; a chunk is a number of lockstep
 steps chosen after a warm-up so that it lasts about ``chunk_seconds`` (so a per-call
-overhead is amortised alike for every contender). A rate is the best round's frames/s
-(load from other processes only ever slows a round down); the median round is reported
-too.
+overhead is amortised alike for every contender). Rounds are timed on the process's CPU
+time and on the wall clock; a rate is the best round's, and the ratios use CPU time
+(frames per CPU-second), which other processes competing for the cores do not lower.
 
 No Ray cluster is started: RLlib's env runner is built and called in this process.
 Importing this module sets ``OPENBLAS_NUM_THREADS=1`` unless it is set (NumPy's BLAS
@@ -37,6 +37,7 @@ Run ``python -m harness.report.sampling_throughput [--seconds S]``; it writes
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import statistics
@@ -135,10 +136,10 @@ class RawContender:
 
 
 class TimedAgent:
-    """Delegates to an agent, adding up the seconds spent in its acting and observing calls.
+    """Delegates to an agent, adding up the CPU seconds spent in its acting and observing calls.
 
     Attributes:
-        seconds: ``{"get_actions": s, "observe": s}`` since the last `reset`.
+        seconds: ``{"get_actions": s, "observe": s}`` (process CPU time) since the last `reset`.
     """
 
     TIMED = ("get_actions", "observe")
@@ -157,11 +158,11 @@ class TimedAgent:
             return value
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start = time.process_time()
             try:
                 return value(*args, **kwargs)
             finally:
-                self.seconds[name] += time.perf_counter() - start
+                self.seconds[name] += time.process_time() - start
         return timed
 
 
@@ -192,7 +193,8 @@ class WorkerContender:
         self.timed.reset()
 
     def breakdown(self, seconds: float) -> dict[str, float]:
-        """Shares of ``seconds`` (the timed total since `reset_breakdown`) spent acting, observing and elsewhere."""
+        """Shares of ``seconds`` (the CPU time of the timed rounds since `reset_breakdown`) spent acting, observing
+        and elsewhere."""
         act, observe = self.timed.seconds["get_actions"], self.timed.seconds["observe"]
         return {"act_share": act / seconds, "observe_share": observe / seconds,
                 "other_share": max(0.0, 1.0 - (act + observe) / seconds)}
@@ -289,65 +291,73 @@ def rllib_available() -> str | None:
 
     import_rllib_safely()
     try:
-        import ray.rllib.algorithms.dqn  # noqa: F401
-        import ray.rllib.env.single_agent_env_runner  # noqa: F401
+        importlib.import_module("ray.rllib.algorithms.dqn")
+        importlib.import_module("ray.rllib.env.single_agent_env_runner")
     except ImportError as exc:
         return f"ray[rllib] is not installed ({exc}); pip install -e '.[peers]'"
     return None
 
 
 # ---- timing ---------------------------------------------------------------------------------------
-def _run_for(contender: Any, chunk_steps: int, seconds: float) -> tuple[int, int, float]:
-    """Whole chunks until ``seconds`` have passed: (env steps, frames, elapsed seconds)."""
+def _run_for(contender: Any, chunk_steps: int, seconds: float) -> tuple[int, int, float, float]:
+    """Whole chunks until ``seconds`` (wall clock) have passed: (env steps, frames, wall seconds, CPU seconds)."""
     steps = frames = 0
-    start = time.perf_counter()
+    wall0, cpu0 = time.perf_counter(), time.process_time()
     while True:
         s, f = contender.chunk(chunk_steps)
         steps, frames = steps + s, frames + f
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return steps, frames, elapsed
+        wall = time.perf_counter() - wall0
+        if wall >= seconds:
+            return steps, frames, wall, max(time.process_time() - cpu0, 1e-9)
 
 
 def calibrate_chunk(contender: Any, chunk_seconds: float, warmup_seconds: float) -> int:
     """Env steps per chunk (a multiple of N) lasting about ``chunk_seconds``, after a warm-up of ``warmup_seconds``."""
     n = contender.num_envs
-    steps, _, elapsed = _run_for(contender, n, warmup_seconds)
-    per_step = elapsed / max(steps, 1)
+    steps, _, wall, _ = _run_for(contender, n, warmup_seconds)
+    per_step = wall / max(steps, 1)
     lockstep = max(1, int(chunk_seconds / (per_step * n)))
     return lockstep * n
 
 
 def time_contenders(contenders: dict[str, Any], seconds: float, rounds: int, chunk_seconds: float,
                     warmup_seconds: float) -> dict[str, dict[str, Any]]:
-    """Interleaved rounds over ``contenders``: per contender its frames/s per round and totals.
+    """Interleaved rounds over ``contenders``: per contender its frames per CPU-second and per second, and totals.
+
+    Each round is timed on the process's CPU time (``time.process_time``: the work done,
+    insensitive to other processes competing for the cores) and on the wall clock.
 
     Returns:
-        ``{name: {"frames_per_s" (best round), "frames_per_s_median", "steps", "frames", "seconds",
-        "chunk_steps", "frames_per_step"}}``, plus ``"breakdown"`` (time shares) for contenders that
-        account for their time (`WorkerContender`).
+        ``{name: {"frames_per_cpu_s" (best round), "frames_per_cpu_s_median", "frames_per_s" (wall clock,
+        best round), "frames_per_s_median", "steps", "frames", "seconds", "cpu_seconds", "chunk_steps",
+        "frames_per_step"}}``, plus ``"breakdown"`` (CPU-time shares) for contenders that account for
+        their time (`WorkerContender`).
     """
     chunks = {name: calibrate_chunk(c, chunk_seconds, warmup_seconds) for name, c in contenders.items()}
     for contender in contenders.values():
         if hasattr(contender, "reset_breakdown"):
             contender.reset_breakdown()
-    per_round: dict[str, list[float]] = {name: [] for name in contenders}
-    totals = {name: [0, 0, 0.0] for name in contenders}
+    per_round: dict[str, dict[str, list[float]]] = {name: {"cpu": [], "wall": []} for name in contenders}
+    totals = {name: [0, 0, 0.0, 0.0] for name in contenders}
     names = list(contenders)
     for r in range(rounds):
         for name in (names if r % 2 == 0 else names[::-1]):
-            steps, frames, elapsed = _run_for(contenders[name], chunks[name], seconds / rounds)
-            per_round[name].append(frames / elapsed)
-            totals[name][0] += steps
-            totals[name][1] += frames
-            totals[name][2] += elapsed
-    out = {name: {"frames_per_s": max(per_round[name]), "frames_per_s_median": statistics.median(per_round[name]),
+            steps, frames, wall, cpu = _run_for(contenders[name], chunks[name], seconds / rounds)
+            per_round[name]["cpu"].append(frames / cpu)
+            per_round[name]["wall"].append(frames / wall)
+            for i, value in enumerate((steps, frames, wall, cpu)):
+                totals[name][i] += value
+    out = {name: {"frames_per_cpu_s": max(per_round[name]["cpu"]),
+                  "frames_per_cpu_s_median": statistics.median(per_round[name]["cpu"]),
+                  "frames_per_s": max(per_round[name]["wall"]),
+                  "frames_per_s_median": statistics.median(per_round[name]["wall"]),
                   "steps": totals[name][0], "frames": totals[name][1], "seconds": totals[name][2],
-                  "chunk_steps": chunks[name], "frames_per_step": contenders[name].frames_per_step}
+                  "cpu_seconds": totals[name][3], "chunk_steps": chunks[name],
+                  "frames_per_step": contenders[name].frames_per_step}
            for name in names}
     for name in names:
         if hasattr(contenders[name], "breakdown"):
-            out[name]["breakdown"] = contenders[name].breakdown(totals[name][2])
+            out[name]["breakdown"] = contenders[name].breakdown(totals[name][3])
     return out
 
 
@@ -374,9 +384,10 @@ def measure(config: str | os.PathLike | dict[str, Any] = PONG_CONFIG, backends: 
         seed: agents' and environments' seed.
 
     Returns:
-        ``{"config", "environment", "versions", "rows": [{"num_envs", <contender>: {...}, "ratios": {...}}],
-        "rllib_note", "rllib_model"}``; ratios are ``ours_<backend>/raw_env`` and ``ours_<backend>/rllib``
-        (None without RLlib).
+        ``{"config", "environment", "versions", "rows": [{"num_envs", <contender>: {...}, "ratios": {...},
+        "wall_ratios": {...}}], "rllib_note", "rllib_model"}``; ratios are ``ours_<backend>/raw_env`` and
+        ``ours_<backend>/rllib`` (None without RLlib) of the best rounds' frames per CPU-second
+        (``wall_ratios``: per wall-clock second); a contender's entry is `time_contenders`'.
 
     Raises:
         ValueError: for an unknown backend or a non-positive N.
@@ -420,11 +431,12 @@ def measure(config: str | os.PathLike | dict[str, Any] = PONG_CONFIG, backends: 
         finally:
             for c in contenders.values():
                 c.close()
-        row["ratios"] = {}
-        for backend in backends:
-            ours = row[f"ours_{backend}"]["frames_per_s"]
-            row["ratios"][f"ours_{backend}/raw_env"] = ours / row["raw_env"]["frames_per_s"]
-            row["ratios"][f"ours_{backend}/rllib"] = ours / row["rllib"]["frames_per_s"] if "rllib" in row else None
+        for key, rate in (("ratios", "frames_per_cpu_s"), ("wall_ratios", "frames_per_s")):
+            row[key] = {}
+            for backend in backends:
+                ours = row[f"ours_{backend}"][rate]
+                row[key][f"ours_{backend}/raw_env"] = ours / row["raw_env"][rate]
+                row[key][f"ours_{backend}/rllib"] = ours / row["rllib"][rate] if "rllib" in row else None
         rows.append(row)
     return {
         "config": {"agent_config": str(config) if not isinstance(config, dict) else "<dict>",
@@ -460,14 +472,15 @@ def _contenders(result: dict[str, Any]) -> list[str]:
 
 
 def table(result: dict[str, Any]) -> str:
-    """Markdown: frames/s (best round; median in brackets) per contender and N, then the ratios."""
+    """Markdown: frames per CPU-second (best round; wall-clock best round in brackets) per contender and N,
+    then the CPU-time ratios."""
     names = _contenders(result)
     ratio_keys = list(result["rows"][0]["ratios"])
-    lines = ["| N envs | " + " | ".join(f"{CONTENDER_TITLES[n]} frames/s" for n in names) + " | "
+    lines = ["| N envs | " + " | ".join(f"{CONTENDER_TITLES[n]} frames/CPU-s (frames/s)" for n in names) + " | "
              + " | ".join(ratio_keys) + " |",
              "|---|" + "---|" * (len(names) + len(ratio_keys))]
     for row in result["rows"]:
-        cells = [f"{row[n]['frames_per_s']:.0f} ({row[n]['frames_per_s_median']:.0f})" for n in names]
+        cells = [f"{row[n]['frames_per_cpu_s']:.0f} ({row[n]['frames_per_s']:.0f})" for n in names]
         ratios = ["n/a" if row["ratios"][k] is None else f"**{row['ratios'][k]:.2f}**" for k in ratio_keys]
         lines.append(f"| {row['num_envs']} | " + " | ".join(cells + ratios) + " |")
     return "\n".join(lines)
@@ -499,12 +512,13 @@ def breakdown_table(result: dict[str, Any]) -> str:
 
 
 def summary(result: dict[str, Any]) -> list[str]:
-    """Sentences read off the numbers."""
+    """Sentences read off the numbers (CPU-time ratios; wall-clock ones in brackets)."""
     lines = []
     for key in result["rows"][0]["ratios"]:
-        values = [(r["num_envs"], r["ratios"][key]) for r in result["rows"] if r["ratios"][key] is not None]
+        values = [(r["num_envs"], r["ratios"][key], r["wall_ratios"][key]) for r in result["rows"]
+                  if r["ratios"][key] is not None]
         if values:
-            lines.append(f"- {key}: " + ", ".join(f"N={n} {v:.2f}" for n, v in values) + ".")
+            lines.append(f"- {key}: " + ", ".join(f"N={n} {v:.2f} ({w:.2f})" for n, v, w in values) + ".")
     if result["rllib_note"]:
         lines.append(f"- RLlib not measured: {result['rllib_note']}.")
     return lines
@@ -524,13 +538,16 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "## Result",
         "",
-        "Frames/s (best round; median round in brackets), and the ratios of the best rounds:",
+        "Emulator frames per CPU-second of the measuring process (best round; the wall-clock frames/s of the "
+        "best round in brackets), and the ratios of the CPU-time rates:",
         "",
         table(result),
         "",
         "![frames/s per number of environments](sampling_throughput.png)",
         "",
         "## Reading (generated from the numbers above)",
+        "",
+        "Ratios per N on CPU time (wall clock in brackets):",
         "",
         *summary(result),
         "",
@@ -560,16 +577,19 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         frames_table(result),
         "",
-        "Where our worker's time went (shares of the timed rounds: `agent.get_actions`, `agent.observe`, "
-        "and the rest, which is stepping the environments and the worker's bookkeeping):",
+        "Where our worker's time went (shares of the CPU time of the timed rounds: `agent.get_actions`, "
+        "`agent.observe`, and the rest, which is stepping the environments and the worker's bookkeeping):",
         "",
         breakdown_table(result),
         "",
         f"Timing: per N, {cfg['rounds']} interleaved rounds of about {cfg['seconds'] / cfg['rounds']:.1f} s "
         f"per contender ({cfg['seconds']:g} s each in all) after {cfg['warmup_seconds']:g} s of untimed "
         f"warm-up, in whole chunks lasting about {cfg['chunk_seconds']:g} s; the order of the contenders "
-        "alternates between rounds. Threads: " + str(cfg["threads"])
-        + f"; OPENBLAS_NUM_THREADS={cfg['openblas_num_threads']}.",
+        "alternates between rounds. Each round is timed on the process's CPU time (`time.process_time`) "
+        "and on the wall clock; **the ratios use CPU time**, because this machine is shared and CPU time "
+        "counts only the work this process did (everything runs in this one process; with one thread per "
+        "framework, frames per CPU-second is what one dedicated core would sample). Threads: "
+        + str(cfg["threads"]) + f"; OPENBLAS_NUM_THREADS={cfg['openblas_num_threads']}.",
         "",
     ]
     if result.get("rllib_model"):
@@ -603,7 +623,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def plot(result: dict[str, Any], path: str | Path) -> None:
-    """A PNG: frames/s against N per contender (left) and ours / raw env, ours / RLlib (right).
+    """A PNG: frames per CPU-second against N per contender (left) and ours / raw env, ours / RLlib (right).
 
     Raises:
         ImportError: naming the ``bench`` extra when matplotlib is not installed.
@@ -617,7 +637,7 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
     ns = [r["num_envs"] for r in result["rows"]]
     fig, (ax_rate, ax_ratio) = plt.subplots(1, 2, figsize=(11, 4))
     for name in _contenders(result):
-        ax_rate.plot(ns, [r[name]["frames_per_s"] for r in result["rows"]], "o-" if "ours" in name else "s--",
+        ax_rate.plot(ns, [r[name]["frames_per_cpu_s"] for r in result["rows"]], "o-" if "ours" in name else "s--",
                      label=CONTENDER_TITLES[name])
     for key in result["rows"][0]["ratios"]:
         values = [r["ratios"][key] for r in result["rows"]]
@@ -628,10 +648,10 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
         ax.set_xticks(ns, [str(n) for n in ns])
         ax.set_xlabel("environments per worker (N)")
         ax.legend(fontsize=8)
-    ax_rate.set_ylabel("emulator frames / s")
+    ax_rate.set_ylabel("emulator frames per CPU-second")
     ax_rate.set_title(f"{result['config']['env']['id']}: single-worker sampling")
     ax_ratio.axhline(1.0, color="grey", linewidth=0.8)
-    ax_ratio.set_ylabel("ratio of frames/s")
+    ax_ratio.set_ylabel("ratio of frames per CPU-second")
     ax_ratio.set_title("ours / raw env and ours / RLlib")
     fig.suptitle(f"Sampling throughput, {result['environment']['date']}", fontsize=10)
     fig.tight_layout()

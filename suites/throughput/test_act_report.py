@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import time
 
 import numpy as np
 import pytest
@@ -27,9 +28,12 @@ def test_one_run_measures_every_backend_and_batch(result):
     rows = result["rows"]
     assert [(r["backend"], r["batch"]) for r in rows] == [(b, n) for b in BACKENDS for n in BATCHES]
     for row in rows:
-        assert row["framework_calls_per_s"] > 0 and row["hand_calls_per_s"] > 0
-        assert row["ratio"] == pytest.approx(row["framework_calls_per_s"] / row["hand_calls_per_s"])
-        assert row["ratio_min_of_rounds"] <= row["ratio_median_of_rounds"] <= row["ratio_max_of_rounds"]
+        for clock in act_report.CLOCKS:
+            rates = row[clock]
+            assert rates["framework_calls_per_s"] > 0 and rates["hand_calls_per_s"] > 0
+            assert rates["ratio"] == pytest.approx(rates["framework_calls_per_s"] / rates["hand_calls_per_s"])
+            assert rates["ratio_min_of_rounds"] <= rates["ratio_median_of_rounds"] <= rates["ratio_max_of_rounds"]
+        assert row["ratio"] == row["cpu"]["ratio"]
         # The hand-written actor computed the framework's Q-values before it was timed.
         assert row["max_abs_diff"] < 1e-4
     assert result["config"]["batch_sizes"] == list(BATCHES)
@@ -45,6 +49,7 @@ def test_markdown_has_table_method_machine_and_date(result):
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert cells[0] == row["backend"] and cells[1] == str(row["batch"])
         assert float(cells[4].split("**")[1]) == pytest.approx(row["ratio"], abs=5e-4)
+        assert float(cells[6]) == pytest.approx(row["wall"]["ratio"], abs=5e-4)
     for section in ("## Result", "## How it was measured", "## Environment", "## Reproduce"):
         assert section in text
     assert result["environment"]["date"] in text and result["environment"]["machine"] in text
@@ -136,6 +141,12 @@ def test_interleaved_rates_alternates_order():
     calls = []
     rates = act_report.interleaved_rates({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
                                          seconds=0.002, rounds=2, warmup=0)
-    assert len(rates["a"]) == len(rates["b"]) == 2
+    assert all(len(rates[n][clock]) == 2 for n in "ab" for clock in act_report.CLOCKS)
     runs = [name for i, name in enumerate(calls) if i == 0 or calls[i - 1] != name]
     assert runs == ["a", "b", "a"]  # round 0: a then b; round 1: b then a
+
+
+def test_cpu_clock_does_not_count_waiting():
+    rates = act_report.interleaved_rates({"sleeper": lambda: time.sleep(0.002)}, seconds=0.03, rounds=1, warmup=0)
+    # Sleeping costs no CPU: far more calls per CPU-second than per wall-clock second.
+    assert rates["sleeper"]["cpu"][0] > 5 * rates["sleeper"]["wall"][0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 
 import pytest
 
@@ -42,14 +43,18 @@ def test_cartpole_run_structure(cartpole):
     assert [r["num_envs"] for r in rows] == [1, 2]
     names = ["raw_env", *(f"ours_{b}" for b in BACKENDS)]
     for row in rows:
-        assert set(row) == {"num_envs", "ratios", *names}
+        assert set(row) == {"num_envs", "ratios", "wall_ratios", *names}
         for name in names:
             c = row[name]
             assert c["frames_per_s"] >= c["frames_per_s_median"] > 0
+            assert c["frames_per_cpu_s"] >= c["frames_per_cpu_s_median"] > 0
+            assert c["cpu_seconds"] > 0 and c["seconds"] > 0
             assert c["frames_per_step"] == 1 and c["frames"] == c["steps"] > 0
             assert c["chunk_steps"] % row["num_envs"] == 0
         for b in BACKENDS:
             assert row["ratios"][f"ours_{b}/raw_env"] == pytest.approx(
+                row[f"ours_{b}"]["frames_per_cpu_s"] / row["raw_env"]["frames_per_cpu_s"])
+            assert row["wall_ratios"][f"ours_{b}/raw_env"] == pytest.approx(
                 row[f"ours_{b}"]["frames_per_s"] / row["raw_env"]["frames_per_s"])
             assert row["ratios"][f"ours_{b}/rllib"] is None
             shares = row[f"ours_{b}"]["breakdown"]
@@ -71,13 +76,13 @@ def test_pong_frames_are_counted_with_frameskip(pong):
 def test_pong_report_structure(pong, tmp_path):
     text = st.markdown(pong)
     lines = text.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith("| N envs | raw ALE frames/s"))
+    header = next(i for i, line in enumerate(lines) if line.startswith("| N envs | raw ALE frames/CPU-s"))
     cells = [c.strip() for c in lines[header + 2].strip("|").split("|")]
     row = pong["rows"][0]
     names = [n for n in st.CONTENDER_TITLES if n in row]
     assert cells[0] == "2" and len(cells) == 1 + len(names) + len(row["ratios"])
     for cell, name in zip(cells[1:], names):
-        assert cell == f"{row[name]['frames_per_s']:.0f} ({row[name]['frames_per_s_median']:.0f})"
+        assert cell == f"{row[name]['frames_per_cpu_s']:.0f} ({row[name]['frames_per_s']:.0f})"
     for section in ("## Result", "## What each column runs", "## Environment", "## Reproduce"):
         assert section in text
     assert "4 emulator frames per env step" in text and pong["environment"]["date"] in text
@@ -94,8 +99,8 @@ def test_pong_rllib_column_when_installed(pong):
     assert pong["rllib_note"] is None and "rllib" in row
     assert row["rllib"]["frames"] == 4 * row["rllib"]["steps"] > 0
     b = _ours_backend()
-    assert row["ratios"][f"ours_{b}/rllib"] == pytest.approx(row[f"ours_{b}"]["frames_per_s"]
-                                                              / row["rllib"]["frames_per_s"])
+    assert row["ratios"][f"ours_{b}/rllib"] == pytest.approx(row[f"ours_{b}"]["frames_per_cpu_s"]
+                                                              / row["rllib"]["frames_per_cpu_s"])
     assert "Conv2d(4, 32, kernel_size=(8, 8), stride=(4, 4))" in pong["rllib_model"]
     assert not ray.is_initialized(), "the RLlib env runner must not start a Ray cluster"
 
@@ -157,3 +162,17 @@ def test_scaled_image_env_rejects_non_images():
             st.ScaledImageEnv(env)
     finally:
         env.close()
+
+
+def test_cpu_clock_does_not_count_waiting():
+    class Sleeper:
+        num_envs, frames_per_step = 1, 1
+
+        def chunk(self, steps):
+            time.sleep(0.004)
+            return steps, steps
+
+    timed = st.time_contenders({"sleeper": Sleeper()}, seconds=0.06, rounds=2, chunk_seconds=0.004,
+                               warmup_seconds=0.01)["sleeper"]
+    # Sleeping costs no CPU: far more frames per CPU-second than per wall-clock second.
+    assert timed["frames_per_cpu_s"] > 5 * timed["frames_per_s"]

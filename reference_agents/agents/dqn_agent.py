@@ -470,7 +470,10 @@ class DQNAgent:
                 windows[f"s:{env}:{j}"] = np.asarray(s)
                 windows[f"a:{env}:{j}"] = np.asarray(a)
                 windows[f"r:{env}:{j}"] = np.asarray(r)
+            if acc["steps"]:
+                windows[f"next:{env}"] = np.asarray(acc["last_next_state"])
             acc["steps"] = len(acc["steps"])
+            acc.pop("last_next_state")
         meta = {"format": "spacegraph-dqn-checkpoint", "config": self.config.model_dump(by_alias=True),
                 "backend": self.backend, "state_space": repr(self.state_space),
                 "action_space": repr(self.action_space), "saved_at": time.time(),
@@ -481,6 +484,10 @@ class DQNAgent:
 
     def restore(self, directory: str) -> None:
         """Loads a checkpoint `save_checkpoint` wrote (either backend) into this agent.
+
+        Environment states are not part of a checkpoint, so the episodes in progress when it was
+        saved cannot continue: their open n-step windows are closed as cut short (bootstrapping
+        from the last observed state with ``gamma^k``, like a time limit) and staged for replay.
 
         Raises:
             ValueError: naming the directory and what is missing or does not fit; nothing changes then.
@@ -506,13 +513,15 @@ class DQNAgent:
         self.timesteps, self.updates = int(meta["timesteps"]), int(meta["updates"])
         self._updates_due_at = int(meta["updates_due_at"])
         self._accumulators = {}
+        self._staged = []
         for env, acc in meta["accumulators"].items():
             steps = [(arrays[f"s:{env}:{j}"], arrays[f"a:{env}:{j}"].item(), float(arrays[f"r:{env}:{j}"]))
                      for j in range(acc["steps"])]
             restored = NStepAccumulator(acc["n"], acc["gamma"])
-            restored.load_state_dict({"n": acc["n"], "gamma": acc["gamma"], "steps": steps})
+            restored.load_state_dict({"n": acc["n"], "gamma": acc["gamma"], "steps": steps,
+                                      "last_next_state": arrays.get(f"next:{env}")})
+            self._staged += restored.flush()
             self._accumulators[int(env)] = restored
-        self._staged = []
 
     @classmethod
     def load_checkpoint(cls, directory: str, backend: str | None = None) -> "DQNAgent":

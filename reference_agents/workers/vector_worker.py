@@ -397,7 +397,10 @@ class VectorEnvWorker:
             max_steps: an optional bound on lockstep steps, after which unfinished episodes are dropped.
 
         Returns:
-            The returns of the first ``num_episodes`` episodes to finish, in finishing order.
+            The returns of ``num_episodes`` episodes: environment ``i`` runs
+            ``num_episodes // n`` of them (one more for the first ``num_episodes % n``), so
+            short episodes are not over-represented; grouped by environment. Fewer when
+            ``max_steps`` cut the evaluation short.
         """
         for name, value in (("num_episodes", num_episodes), ("num_envs", num_envs), ("max_steps", max_steps)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
@@ -411,21 +414,25 @@ class VectorEnvWorker:
             self._check_observations(obs, "evaluation reset")
             if reset_pre is not None:
                 reset_pre(list(range(n)))
-            returns: list[float] = []
+            # Each environment runs a fixed quota of episodes (env i: episodes i, i+n, ...), so short
+            # episodes are not over-represented, as they would be by taking the first to finish.
+            quota = np.array([num_episodes // n + (1 if i < num_episodes % n else 0) for i in range(n)])
+            finished: list[list[float]] = [[] for _ in range(n)]
             running = np.zeros(n, np.float64)
             steps = 0
-            while len(returns) < num_episodes and (max_steps is None or steps < max_steps):
+            while any(len(f) < q for f, q in zip(finished, quota)) and (max_steps is None or steps < max_steps):
                 actions = self._check_actions(self.agent.get_actions(obs, explore=False), steps, n)
                 _, rewards, terminated, truncated, _, obs = envs.step(actions)
                 running += rewards
                 steps += 1
                 ended = np.flatnonzero(terminated | truncated)
                 for i in ended:
-                    returns.append(float(running[i]))
+                    if len(finished[i]) < quota[i]:
+                        finished[i].append(float(running[i]))
                     running[i] = 0.0
                 if ended.size and reset_pre is not None:
                     reset_pre([int(i) for i in ended])
-            return returns[:num_episodes]
+            return [r for f in finished for r in f]
         finally:
             envs.close()
             if reset_pre is not None:

@@ -113,6 +113,7 @@ class NStepAccumulator:
             raise ValueError(f"NStepAccumulator: gamma must be a number in [0, 1]; got {gamma!r}")
         self.n, self.gamma = int(n), float(gamma)
         self._steps: list[tuple[Any, Any, float]] = []  # (state, action, reward) of the open windows' steps
+        self.last_next_state: Any = None  # the next state of the newest open step
 
     def __len__(self) -> int:
         """The number of pushed steps whose windows are still open."""
@@ -139,6 +140,7 @@ class NStepAccumulator:
             truncated: the episode was cut by a time limit (bootstrap from ``next_state``).
         """
         self._steps.append((state, action, float(reward)))
+        self.last_next_state = next_state
         if terminated or truncated:
             out = [self._window(i, next_state, bool(terminated)) for i in range(len(self._steps))]
             self._steps.clear()
@@ -149,8 +151,10 @@ class NStepAccumulator:
             return out
         return []
 
-    def flush(self, next_state: Any) -> list[dict[str, Any]]:
-        """Closes every open window as cut short (bootstrapping from ``next_state``), e.g. at the end of training."""
+    def flush(self, next_state: Any = None) -> list[dict[str, Any]]:
+        """Closes every open window as cut short, bootstrapping from ``next_state`` (default: the newest
+        step's next state), e.g. when the episodes cannot continue (a resumed run starts new ones)."""
+        next_state = self.last_next_state if next_state is None else next_state
         out = [self._window(i, next_state, False) for i in range(len(self._steps))]
         self._steps.clear()
         return out
@@ -161,7 +165,7 @@ class NStepAccumulator:
 
     def state_dict(self) -> dict[str, Any]:
         """The open windows' steps, for checkpoints."""
-        return {"n": self.n, "gamma": self.gamma, "steps": list(self._steps)}
+        return {"n": self.n, "gamma": self.gamma, "steps": list(self._steps), "last_next_state": self.last_next_state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores what `state_dict` returned (n and gamma must match)."""
@@ -169,3 +173,4 @@ class NStepAccumulator:
             raise ValueError(f"NStepAccumulator.load_state_dict: saved n={state.get('n')}, gamma={state.get('gamma')} "
                              f"differ from this accumulator's n={self.n}, gamma={self.gamma}")
         self._steps = [tuple(s) for s in state["steps"]]
+        self.last_next_state = state.get("last_next_state")

@@ -28,6 +28,8 @@ def collect_spec_files(paths: list[str]) -> tuple[list[str], list[tuple[str, str
     for path in paths:
         if os.path.isdir(path):
             found = find_specs(path)
+            if os.path.isdir(os.path.join(path, "agents")):
+                found += find_specs(path, "agents")
             if not found:
                 problems.append((path, "the folder holds no *.yaml or *.yml spec files"))
             files += found
@@ -42,12 +44,14 @@ def validate(paths: list[str], out: TextIO | None = None) -> int:
     """Loads every spec file under ``paths`` and prints ``OK`` or its located problems.
 
     Args:
-        paths: spec files or folders (a folder holding ``components/`` is searched there).
+        paths: spec files or folders (a folder holding ``components/`` is searched there, and
+            in ``agents/`` beside it for agent specs; a file in a folder named ``agents`` is an agent spec).
         out: where to print (default stdout).
 
     Returns:
         0 when every file is valid, else 1.
     """
+    from harness.specs.agents import load_agent_spec
     from harness.specs.loader import SpecError, load_spec
 
     out = out or sys.stdout
@@ -57,7 +61,8 @@ def validate(paths: list[str], out: TextIO | None = None) -> int:
     bad = 0
     for path in files:
         try:
-            load_spec(path)
+            is_agent = Path(path).parent.name == "agents"
+            (load_agent_spec if is_agent else load_spec)(path)
             problems = []
         except SpecError as exc:
             problems = exc.problems

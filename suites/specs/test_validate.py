@@ -16,6 +16,7 @@ from harness.specs.cli import add_spec_parser, collect_spec_files, schema_text, 
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC_FILES = find_specs(REPO / "specs")
+AGENT_SPEC_FILES = find_specs(REPO / "specs", "agents")
 SCHEMA_LINE = "# yaml-language-server: $schema=../schema.json"
 
 GOOD: dict[str, Any] = {
@@ -78,8 +79,8 @@ def test_validate_command_defaults_to_specs(monkeypatch: pytest.MonkeyPatch, cap
     monkeypatch.chdir(REPO)
     assert run_cli(["spec", "validate"]) == 0
     out = capsys.readouterr().out
-    assert out.count(": OK") == len(SPEC_FILES)
-    assert f"{len(SPEC_FILES)} spec file(s) checked, 0 with problems" in out
+    assert out.count(": OK") == len(SPEC_FILES) + len(AGENT_SPEC_FILES) and AGENT_SPEC_FILES
+    assert f"{len(SPEC_FILES) + len(AGENT_SPEC_FILES)} spec file(s) checked, 0 with problems" in out
 
 
 # ---- broken spec files -------------------------------------------------------------------------------
@@ -230,3 +231,12 @@ def test_collect_spec_files_deduplicates(tmp_path: Path) -> None:
 def test_spec_command_needs_a_subcommand() -> None:
     with pytest.raises(SystemExit):
         run_cli(["spec"])
+
+
+def test_validate_reports_a_broken_agent_spec(tmp_path, capsys: pytest.CaptureFixture) -> None:
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "bad.yaml").write_text("agent: reference_agents.agents.DQNAgent\nconfig: x.yaml\napi: {}\n")
+    assert run_cli(["spec", "validate", str(folder / "bad.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert "bad.yaml: config: no such file" in out and "bad.yaml: api:" in out

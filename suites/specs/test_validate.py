@@ -236,7 +236,7 @@ def test_spec_command_needs_a_subcommand() -> None:
 def test_validate_reports_a_broken_agent_spec(tmp_path, capsys: pytest.CaptureFixture) -> None:
     folder = tmp_path / "agents"
     folder.mkdir()
-    (folder / "bad.yaml").write_text("agent: reference_agents.agents.DQNAgent\nconfig: x.yaml\napi: {}\n")
+    (folder / "bad.yaml").write_text("agent: reference_agents.agents.DQNAgent\nconfig: x.yaml\napi: {act: 'int64[B'}\n")
     assert run_cli(["spec", "validate", str(folder / "bad.yaml")]) == 1
     out = capsys.readouterr().out
-    assert "bad.yaml: config: no such file" in out and "bad.yaml: api:" in out
+    assert "bad.yaml: config: no such file" in out and "bad.yaml: api.act:" in out

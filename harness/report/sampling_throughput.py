@@ -139,10 +139,10 @@ class TimedAgent:
     """Delegates to an agent, adding up the CPU seconds spent in its acting and observing calls.
 
     Attributes:
-        seconds: ``{"get_actions": s, "observe": s}`` (process CPU time) since the last `reset`.
+        seconds: ``{"get_actions": s, "observe": s, "flush": s}`` (process CPU time) since the last `reset`.
     """
 
-    TIMED = ("get_actions", "observe")
+    TIMED = ("get_actions", "observe", "flush")
 
     def __init__(self, agent: Any) -> None:
         self._agent = agent
@@ -169,9 +169,14 @@ class TimedAgent:
 class WorkerContender:
     """`VectorEnvWorker` with an agent acting (explore) and observing, never updating.
 
+    `DQNAgent.observe` stages transitions (n-step folding); they reach the replay memory
+    when the agent flushes them, which its update schedule does before updating. With no
+    updates, each chunk ends with ``agent.flush()`` (one batched insert), so the replay
+    insert is part of the measured work.
+
     The agent is wrapped in a `TimedAgent`, so `breakdown` can say which share of the
-    time went to ``get_actions``, to ``observe`` and to the rest (stepping the
-    environments, the worker's own bookkeeping).
+    time went to ``get_actions``, to ``observe`` plus ``flush`` and to the rest (stepping
+    the environments, the worker's own bookkeeping).
     """
 
     def __init__(self, agent: Any, factory: Callable[[], Any], num_envs: int, seed: int = 0) -> None:
@@ -184,8 +189,10 @@ class WorkerContender:
         self.frames_per_step = self.worker.frames_per_step
 
     def chunk(self, steps: int) -> tuple[int, int]:
-        """``worker.run(num_steps=steps)``; the worker's own step and frame counts."""
+        """``worker.run(num_steps=steps)`` then ``agent.flush()``; the worker's own step and frame counts."""
         stats = self.worker.run(num_steps=steps)
+        if hasattr(self.timed, "flush"):
+            self.timed.flush()
         return stats.steps, stats.frames
 
     def reset_breakdown(self) -> None:
@@ -194,8 +201,9 @@ class WorkerContender:
 
     def breakdown(self, seconds: float) -> dict[str, float]:
         """Shares of ``seconds`` (the CPU time of the timed rounds since `reset_breakdown`) spent acting, observing
-        and elsewhere."""
-        act, observe = self.timed.seconds["get_actions"], self.timed.seconds["observe"]
+        (staging and inserting into replay) and elsewhere."""
+        act = self.timed.seconds["get_actions"]
+        observe = self.timed.seconds["observe"] + self.timed.seconds["flush"]
         return {"act_share": act / seconds, "observe_share": observe / seconds,
                 "other_share": max(0.0, 1.0 - (act + observe) / seconds)}
 
@@ -500,7 +508,7 @@ def frames_table(result: dict[str, Any]) -> str:
 def breakdown_table(result: dict[str, Any]) -> str:
     """Markdown: where our worker's time went per backend and N (acting, observing, the rest)."""
     ours = [n for n in _contenders(result) if n.startswith("ours_")]
-    lines = ["| N envs | " + " | ".join(f"{CONTENDER_TITLES[n]} act / observe / env+worker" for n in ours) + " |",
+    lines = ["| N envs | " + " | ".join(f"{CONTENDER_TITLES[n]} act / observe+insert / env+worker" for n in ours) + " |",
              "|---|" + "---|" * len(ours)]
     for row in result["rows"]:
         cells = []
@@ -561,9 +569,11 @@ def markdown(result: dict[str, Any]) -> str:
         "limit for anything stepping this vector.",
         "- **ours**: `VectorEnvWorker(agent, env, num_envs=N, observe=True, update=False, explore=True)`: one "
         "batched `agent.get_actions(obs, explore=True)` per lockstep step (network, epsilon-greedy and "
-        "in-graph preprocessing), every transition passed to `agent.observe` (n-step folding and replay "
-        "insert), episode accounting; no updates. The agent is the config's, with the replay capacity set "
-        f"to {cfg['memory'].get('capacity')} (it wraps; an insert costs the same).",
+        "in-graph preprocessing), every transition passed to `agent.observe` (n-step folding and "
+        "staging), episode accounting; no updates. `DQNAgent.observe` stages transitions and the agent "
+        "inserts them into replay when it flushes (its update schedule does this before updating); here "
+        "each timed chunk ends with `agent.flush()`, one batched insert. The agent is the config's, with "
+        f"the replay capacity set to {cfg['memory'].get('capacity')} (it wraps; an insert costs the same).",
         "- **RLlib**: Ray RLlib's `DQNConfig` (new API stack, PyTorch), `env_runners(num_env_runners=0, "
         "num_envs_per_env_runner=N)`, the same environment factory with observations scaled to float32 "
         "[0, 1] env-side (RLlib's CNN takes floats; ours divides in graph), "
@@ -578,7 +588,8 @@ def markdown(result: dict[str, Any]) -> str:
         frames_table(result),
         "",
         "Where our worker's time went (shares of the CPU time of the timed rounds: `agent.get_actions`, "
-        "`agent.observe`, and the rest, which is stepping the environments and the worker's bookkeeping):",
+        "`agent.observe` with `agent.flush` (the replay insert), and the rest, which is stepping the "
+        "environments and the worker's bookkeeping):",
         "",
         breakdown_table(result),
         "",

@@ -105,6 +105,23 @@ def test_pong_rllib_column_when_installed(pong):
     assert not ray.is_initialized(), "the RLlib env runner must not start a Ray cluster"
 
 
+def test_worker_contender_inserts_what_it_observed_into_replay():
+    from reference_agents.agents import DQNAgent
+
+    cfg = st.load_config(st.CARTPOLE_CONFIG, capacity=1000)
+    cfg["loss"]["n_step"] = 1  # every env step then makes one record at once
+    agent = DQNAgent(cfg, backend=_ours_backend(), seed=0)
+    contender = st.WorkerContender(agent, st.env_factory(cfg), 2)
+    try:
+        assert contender.chunk(8) == (8, 8)
+        assert contender.chunk(6) == (6, 6)
+    finally:
+        contender.close()
+    assert agent.memory_size() == 14
+    shares = contender.breakdown(1.0)
+    assert shares["observe_share"] > 0 and contender.timed.seconds["flush"] > 0
+
+
 @pytest.mark.parametrize("frameskip", [1, 3])
 def test_raw_frames_follow_the_env_frameskip(frameskip):
     cfg = st.load_config(PONG)

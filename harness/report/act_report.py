@@ -177,7 +177,8 @@ def measure(backends: tuple[str, ...] = BACKENDS, batch_sizes: tuple[int, ...] =
         threads: CPU threads per framework (see `configure_threads`); 1 by default, as the paper's
             single-threaded worker, and because on a shared machine more threads than free cores
             make PyTorch's thread pool stall.
-        diagnose: also time the PyTorch layout variants (`diagnose_torch_layout`); needs "torch".
+        diagnose: also time the PyTorch layout variants (`diagnose_torch_layout`; needs "torch") and
+            count the ops one call runs on every backend (`op_counts`).
 
     Returns:
         ``{"config", "environment", "rows": [{"backend", "batch", "ratio", "cpu": {...}, "wall": {...},
@@ -210,7 +211,10 @@ def measure(backends: tuple[str, ...] = BACKENDS, batch_sizes: tuple[int, ...] =
                                       seconds, rounds)
             rows.append({"backend": backend, "batch": batch, **_pair_stats(rates["framework"], rates["hand"]),
                          "max_abs_diff": diff})
-    diagnosis = diagnose_torch_layout(batch_sizes, seconds, rounds) if diagnose else None
+    diagnosis = None
+    if diagnose:
+        diagnosis = diagnose_torch_layout(batch_sizes, seconds, rounds)
+        diagnosis["op_counts"] = {backend: op_counts(backend) for backend in backends}
     return {
         "config": {"state_space": STATE_SPACE, "num_actions": NUM_ACTIONS, "backends": list(backends),
                    "batch_sizes": list(batch_sizes), "seconds": seconds, "rounds": rounds, "threads": thread_settings,
@@ -295,6 +299,44 @@ def diagnose_torch_layout(batch_sizes: tuple[int, ...] = BATCH_SIZES, seconds: f
     return {"variants": dict(DIAGNOSIS_VARIANTS), "rows": rows}
 
 
+#: TensorFlow graph nodes that are not ops run per call in any meaningful sense.
+_TF_IGNORED_NODES = ("Const", "Placeholder", "NoOp", "Identity")
+
+
+def op_counts(backend: str, batch: int = 1) -> dict[str, dict[str, Any]]:
+    """The ops one call runs, framework and hand-written: a count that machine load cannot blur.
+
+    PyTorch: the top-level ATen ops one call dispatches (``torch.profiler``: ops called from
+    Python, not the ones they call in turn). TensorFlow: the nodes of the traced function's
+    graph, without ``Const``, ``Placeholder``, ``NoOp`` and ``Identity``.
+
+    Returns:
+        ``{"framework": {"total": n, "by_op": {op: n}}, "hand": {...}}``.
+
+    Raises:
+        ValueError: for an unknown backend.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"act_report.op_counts: backend must be one of {BACKENDS}; got {backend!r}")
+    framework, hand, states = setup_pair(backend, batch)
+    out: dict[str, dict[str, Any]] = {}
+    for name, fn in (("framework", framework), ("hand", hand)):
+        if backend == "torch":
+            import torch
+
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                fn(states)
+            ops = [e.name for e in prof.events() if e.cpu_parent is None]
+        else:
+            graph = fn.get_concrete_function().graph.as_graph_def()
+            ops = [node.op for node in graph.node if node.op not in _TF_IGNORED_NODES]
+        by_op: dict[str, int] = {}
+        for op in ops:
+            by_op[op] = by_op.get(op, 0) + 1
+        out[name] = {"total": len(ops), "by_op": dict(sorted(by_op.items(), key=lambda kv: (-kv[1], kv[0])))}
+    return out
+
+
 def git_revision() -> str:
     """The checkout's commit (with ``+dirty`` when tracked files differ from it), or 'unknown'."""
     root = Path(__file__).resolve().parents[2]
@@ -368,6 +410,19 @@ def diagnosis_table(diagnosis: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def op_count_table(counts: dict[str, dict[str, Any]]) -> str:
+    """Markdown: per backend, the ops per call of the framework and the hand-written actor, and the difference."""
+    lines = ["| backend | framework ops | hand-written ops | framework ops by type | extra ops in the framework |",
+             "|---|---|---|---|---|"]
+    for backend, c in counts.items():
+        fw, hand = c["framework"], c["hand"]
+        extra = {op: n - hand["by_op"].get(op, 0) for op, n in fw["by_op"].items() if n > hand["by_op"].get(op, 0)}
+        lines.append(f"| {backend} | {fw['total']} | {hand['total']} | "
+                     + ", ".join(f"{op} {n}" for op, n in fw["by_op"].items()) + " | "
+                     + (", ".join(f"{op} +{n}" for op, n in extra.items()) or "none") + " |")
+    return "\n".join(lines)
+
+
 def summary(result: dict[str, Any]) -> list[str]:
     """Sentences read off the numbers: which settings meet the target, and what the diagnosis shows."""
     target = result["config"]["target_ratio"]
@@ -381,6 +436,9 @@ def summary(result: dict[str, Any]) -> list[str]:
                      + (f"below target at {', '.join(misses)}." if misses else "at or above target everywhere."))
     diagnosis = result.get("diagnosis")
     if diagnosis:
+        for backend, c in (diagnosis.get("op_counts") or {}).items():
+            lines.append(f"- {backend}: one framework call runs {c['framework']['total']} ops, the hand-written "
+                         f"actor {c['hand']['total']}.")
         for row in diagnosis["rows"]:
             hand = row["hand-written"]
             lines.append(f"- torch, batch {row['batch']}: framework {row['framework'] / hand:.3f} of hand-written; "
@@ -453,6 +511,17 @@ def markdown(result: dict[str, Any]) -> str:
             *[f"- `{name}`: {text}" for name, text in diag["variants"].items()],
             "",
         ]
+        if diag.get("op_counts"):
+            parts += [
+                "## Ops per call (a count, not a timing)",
+                "",
+                "What one call runs, framework and hand-written (PyTorch: top-level ATen ops one call "
+                "dispatches; TensorFlow: nodes of the traced graph other than Const, Placeholder, NoOp, "
+                "Identity). Each op costs a dispatch (a few µs), which is what a small batch pays for:",
+                "",
+                op_count_table(diag["op_counts"]),
+                "",
+            ]
     parts += [
         "## Environment",
         "",

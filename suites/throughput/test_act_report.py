@@ -117,6 +117,21 @@ def test_torch_layout_variant_without_bias_is_caught(monkeypatch):
         act_report.diagnose_torch_layout((1,), seconds=0.01, rounds=1)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_op_counts_see_the_networks_layers(backend):
+    counts = act_report.op_counts(backend)
+    conv, matmul = {"torch": ("aten::conv2d", "aten::matmul"), "tf": ("Conv2D", "MatMul")}[backend]
+    for side in ("framework", "hand"):
+        by_op = counts[side]["by_op"]
+        # Three convolutions, three dense layers (torso, value, advantage) on both sides.
+        assert by_op[conv] == 3 and by_op[matmul] == 3, (side, by_op)
+        # Top-level ops only (conv2d calls convolution in turn); no graph constants.
+        assert not {"aten::convolution", "aten::mm", "Const", "Placeholder"} & set(by_op), by_op
+        assert counts[side]["total"] == sum(by_op.values())
+    table = act_report.op_count_table({backend: counts})
+    assert table.splitlines()[2].startswith(f"| {backend} | {counts['framework']['total']} | ")
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"backends": ("jax",)}, "backends must be among"),
     ({"batch_sizes": (0,)}, "batch_sizes must be positive ints"),

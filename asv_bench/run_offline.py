@@ -314,13 +314,15 @@ class Runner:
         """Records this machine under ``self.machine`` (refusing other hardware under a used name)."""
         facts = machine_facts()
         check_machine(self.results_dir, self.machine, facts)
-        print(f"[bench] machine {self.machine}: " + ", ".join(f"{k}={v}" for k, v in facts.items()), flush=True)
+        print(f"[bench] machine {self.machine}: " + ", ".join(f"{k}={v}" for k, v in facts.items() if k != "machine"),
+              flush=True)
         self.asv(["machine", "--machine", self.machine, "--yes"])
 
     def run_tree(self, root: str, sha: str, quick: bool, bench: Sequence[str]) -> int:
         """Runs the benchmarks of the tree at ``root`` and files the results under ``sha``."""
         print(f"[bench] harness imported from {imported_from(root, self.python)}", flush=True)
-        args = ["run", "--python=same", f"--set-commit-hash={sha}", f"--machine={self.machine}", "--show-stderr"]
+        args = ["run", "--python=same", f"--set-commit-hash={sha}", f"--machine={self.machine}", "--show-stderr",
+                "--durations=all"]
         if quick:
             args.append("--quick")
         for regex in bench:

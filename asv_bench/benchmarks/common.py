@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
+BACKEND_MODULES = {"tf": "tensorflow", "torch": "torch"}
+
 
 def quick() -> bool:
     """Whether this is a smoke run: ``SPACEGRAPH_BENCH_QUICK`` set to anything but ``""`` or ``"0"``.
@@ -46,3 +48,9 @@ def agent_config_path(name: str) -> str:
     if not os.path.exists(path):
         raise NotImplementedError(f"{path} does not exist in this tree")
     return path
+
+
+def installed_backends() -> list[str]:
+    """The backends whose framework is installed, restricted to ``SPACEGRAPH_BACKENDS`` (a comma list) if set."""
+    wanted = [b.strip() for b in os.environ.get("SPACEGRAPH_BACKENDS", "").split(",") if b.strip()] or list(BACKEND_MODULES)
+    return [b for b in BACKEND_MODULES if b in wanted and importlib.util.find_spec(BACKEND_MODULES[b]) is not None]

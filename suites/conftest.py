@@ -44,3 +44,18 @@ def _profile_name() -> str:
 
 
 settings.load_profile(_profile_name())
+
+
+# The learning tests (suites/agents) record env steps to solve, seconds and evaluations with
+# record_property("learning", ...); user properties travel from xdist workers to the controller.
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: D103 - pytest hook
+    lines = []
+    for key in ("passed", "failed"):
+        for report in terminalreporter.stats.get(key, []):
+            for name, value in getattr(report, "user_properties", []):
+                if name == "learning" and report.when == "call":
+                    lines.append(f"{report.nodeid.split('::')[-1]}: {value}")
+    if lines:
+        terminalreporter.section("learning results")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -94,14 +94,14 @@ def train_until_solved(agent, env_steps: int, min_return: float, eval_episodes: 
 
 @pytest.mark.learning
 @pytest.mark.parametrize("path,backend,seed", learning_cases())
-def test_learns(path, backend, seed):
+def test_learns(path, backend, seed, record_property):
     spec = load_agent_spec(path)
     learning = spec.spec.learning
     agent = spec.agent_class(load_agent_spec(path).config(overrides=False), backend=backend, seed=seed)
     result = train_until_solved(agent, learning.env_steps, learning.min_return, learning.eval_episodes,
                                 learning.eval_every)
-    print(f"\n{spec.name} {backend} seed {seed}: solved at {result['solved_at']} env steps in "
-          f"{result['seconds']:.0f} s; evaluations (steps, screen mean, full mean): {result['history']}")
+    record_property("learning", f"solved at {result['solved_at']} env steps in {result['seconds']:.0f} s; "
+                                f"evaluations (steps, 10-episode mean, 100-episode mean): {result['history']}")
     assert result["solved_at"] is not None, (
         f"{spec.name} [{backend}, seed {seed}] did not reach a greedy mean return of {learning.min_return} over "
         f"{learning.eval_episodes} episodes within {learning.env_steps} env steps; evaluations: {result['history']}")

@@ -33,7 +33,7 @@ def test_one_run_measures_every_backend_and_batch(result):
             assert rates["framework_calls_per_s"] > 0 and rates["hand_calls_per_s"] > 0
             assert rates["ratio"] == pytest.approx(rates["framework_calls_per_s"] / rates["hand_calls_per_s"])
             assert rates["ratio_min_of_rounds"] <= rates["ratio_median_of_rounds"] <= rates["ratio_max_of_rounds"]
-        assert row["ratio"] == row["cpu"]["ratio"]
+        assert row["ratio"] == row["cpu"]["ratio_median_of_rounds"]
         # The hand-written actor computed the framework's Q-values before it was timed.
         assert row["max_abs_diff"] < 1e-4
     assert result["config"]["batch_sizes"] == list(BATCHES)
@@ -49,7 +49,8 @@ def test_markdown_has_table_method_machine_and_date(result):
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert cells[0] == row["backend"] and cells[1] == str(row["batch"])
         assert float(cells[4].split("**")[1]) == pytest.approx(row["ratio"], abs=5e-4)
-        assert float(cells[6]) == pytest.approx(row["wall"]["ratio"], abs=5e-4)
+        assert float(cells[6]) == pytest.approx(row["cpu"]["ratio"], abs=5e-4)
+        assert float(cells[7]) == pytest.approx(row["wall"]["ratio_median_of_rounds"], abs=5e-4)
     for section in ("## Result", "## How it was measured", "## Environment", "## Reproduce"):
         assert section in text
     assert result["environment"]["date"] in text and result["environment"]["machine"] in text
@@ -98,8 +99,9 @@ def test_summary_flags_settings_below_target(result):
 def test_torch_layout_variants_agree_and_are_timed():
     diagnosis = act_report.diagnose_torch_layout((2,), seconds=0.02, rounds=1)
     (row,) = diagnosis["rows"]
-    assert set(row) == {"batch", "framework", *diagnosis["variants"]}
-    assert all(row[name] > 0 for name in row if name != "batch")
+    assert set(row) == {"batch", "framework", "ratios", *diagnosis["variants"]}
+    assert set(row["ratios"]) == {"framework", *diagnosis["variants"]} and row["ratios"]["hand-written"] == 1.0
+    assert all(row[name] > 0 for name in row["ratios"])
     text = act_report.diagnosis_table(diagnosis)
     assert text.splitlines()[2].startswith("| 2 | ")
 

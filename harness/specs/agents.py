@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.specs.loader import SpecError, import_object
+from harness.specs.loader import SpecError, import_object, read_spec_mapping
 from harness.spaces import Space, parse
 
 
@@ -97,13 +97,7 @@ def load_agent_spec(path: str | os.PathLike, root: str | os.PathLike | None = No
         SpecError: naming the file and every key path at fault.
     """
     path = str(path)
-    try:
-        with open(path) as fh:
-            data = yaml.safe_load(fh)
-    except OSError as exc:
-        raise SpecError(path, [("", f"cannot read the file: {exc}")]) from None
-    except yaml.YAMLError as exc:
-        raise SpecError(path, [("", f"not valid YAML: {exc}")]) from None
+    data = read_spec_mapping(path)
     try:
         spec = AgentSpec.model_validate(data)
     except ValidationError as exc:

@@ -74,13 +74,8 @@ def _loc(loc: tuple) -> str:
     return ".".join(str(p) for p in loc)
 
 
-def load_spec(path: str | os.PathLike) -> LoadedSpec:
-    """Reads, validates and resolves one spec file.
-
-    Raises:
-        SpecError: listing every problem with its key path.
-    """
-    path = str(path)
+def read_spec_mapping(path: str) -> dict[str, Any]:
+    """The YAML mapping in a spec file; `SpecError` naming the file when it does not read or is no mapping."""
     try:
         with open(path) as fh:
             data = yaml.safe_load(fh)
@@ -90,6 +85,17 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
         raise SpecError(path, [("", f"not valid YAML: {exc}")]) from None
     if not isinstance(data, dict):
         raise SpecError(path, [("", f"expected a mapping at the top, got {type(data).__name__}")])
+    return data
+
+
+def load_spec(path: str | os.PathLike) -> LoadedSpec:
+    """Reads, validates and resolves one spec file.
+
+    Raises:
+        SpecError: listing every problem with its key path.
+    """
+    path = str(path)
+    data = read_spec_mapping(path)
     try:
         spec = ComponentSpec.model_validate(data)
     except ValidationError as exc:

@@ -500,8 +500,8 @@ def markdown(result: dict[str, Any]) -> str:
         "(with one thread per framework, calls per CPU-second is what one dedicated core would do). It is "
         "the median over rounds of framework / hand-written within a round (the two timed back to back), "
         "which discards rounds where a burst of load hit one side only. Rates are the best round's; the "
-        "ratio of the best rounds and the wall-clock median are given for comparison. On a loaded machine "
-        "single ratios at batch 1 and 4 moved by up to 20 % between runs; at 16 and 64 by a few %.",
+        "ratio of the best rounds and the wall-clock median are given for comparison; the range over rounds "
+        "shows how much single rounds vary on this machine.",
         f"- Threads: {cfg['threads']} (one per framework by default, as the paper's single-threaded worker; "
         "with two threads and other processes on the two cores, PyTorch's thread pool stalls and rates "
         "drop by up to 10x).",
@@ -626,9 +626,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--diagnose", action="store_true", help="also time the PyTorch Conv2D layout variants")
     parser.add_argument("--out-dir", default=str(REPORT_DIR))
+    parser.add_argument("--from-json", help="rewrite the report from a result JSON instead of measuring")
     args = parser.parse_args(argv)
-    result = measure(tuple(args.backends.split(",")), tuple(int(b) for b in args.batch_sizes.split(",")),
-                     seconds=args.seconds, rounds=args.rounds, threads=args.threads, diagnose=args.diagnose)
+    if args.from_json:
+        result = json.loads(Path(args.from_json).read_text())
+    else:
+        result = measure(tuple(args.backends.split(",")), tuple(int(b) for b in args.batch_sizes.split(",")),
+                         seconds=args.seconds, rounds=args.rounds, threads=args.threads, diagnose=args.diagnose)
     paths = write(result, args.out_dir)
     print(table(result))
     if result["diagnosis"]:

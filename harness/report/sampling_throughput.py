@@ -508,7 +508,8 @@ def frames_table(result: dict[str, Any]) -> str:
 def breakdown_table(result: dict[str, Any]) -> str:
     """Markdown: where our worker's time went per backend and N (acting, observing, the rest)."""
     ours = [n for n in _contenders(result) if n.startswith("ours_")]
-    lines = ["| N envs | " + " | ".join(f"{CONTENDER_TITLES[n]} act / observe+insert / env+worker" for n in ours) + " |",
+    lines = ["| N envs | " + " | ".join(f"{CONTENDER_TITLES[n]} act / observe+insert / env+worker" for n in ours)
+             + " |",
              "|---|" + "---|" * len(ours)]
     for row in result["rows"]:
         cells = []
@@ -532,6 +533,14 @@ def summary(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _repo_relative(path: str) -> str:
+    """``path`` relative to the repository when it lies inside it (reports name files portably)."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO))
+    except (ValueError, OSError):
+        return path
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The whole report: result tables, reading, method, environment, how to reproduce."""
     cfg, env, ver = result["config"], result["environment"], result["versions"]
@@ -541,7 +550,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Environment `{cfg['env']['id']}` ({frames_per_step:g} emulator frames per env step; frames/s count "
         f"emulator frames = env steps x {frames_per_step:g}), one worker in one process, N environments stepped "
-        f"in lockstep, N = {', '.join(map(str, cfg['num_envs']))}. Agent config `{cfg['agent_config']}` "
+        f"in lockstep, N = {', '.join(map(str, cfg['num_envs']))}. "
+        f"Agent config `{_repo_relative(cfg['agent_config'])}` "
         f"(network {cfg['network']}, in-graph preprocessing {cfg['preprocessing']}).",
         "",
         "## Result",
@@ -581,7 +591,8 @@ def markdown(result: dict[str, Any]) -> str:
         "`SingleAgentEnvRunner` timed through `sample(num_timesteps=chunk, explore=True)` (its default "
         "epsilon-greedy; episodes returned as NumPy), no learner and no Ray cluster. RLlib's dueling head "
         "has a 512-unit hidden layer in each of the value and advantage streams (ours shares one), "
-        "about 17 % more multiply-adds per state.",
+        "about 17 % more multiply-adds per state. RLlib's `sample` returns the episodes; adding them to a "
+        "replay buffer is the algorithm's next step and is not timed here, while ours includes the insert.",
         "",
         "Frames counted (env steps / frames in all, and the chunk in env steps):",
         "",
@@ -659,6 +670,7 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
         ax.set_xticks(ns, [str(n) for n in ns])
         ax.set_xlabel("environments per worker (N)")
         ax.legend(fontsize=8)
+    ax_rate.set_yscale("log")
     ax_rate.set_ylabel("emulator frames per CPU-second")
     ax_rate.set_title(f"{result['config']['env']['id']}: single-worker sampling")
     ax_ratio.axhline(1.0, color="grey", linewidth=0.8)
@@ -692,9 +704,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--no-rllib", action="store_true")
     parser.add_argument("--out-dir", default=str(REPORT_DIR))
+    parser.add_argument("--from-json", help="rewrite the report from a result JSON instead of measuring")
     args = parser.parse_args(argv)
-    result = measure(args.config, tuple(args.backends.split(",")), tuple(int(n) for n in args.num_envs.split(",")),
-                     seconds=args.seconds, rounds=args.rounds, rllib=not args.no_rllib)
+    if args.from_json:
+        result = json.loads(Path(args.from_json).read_text())
+    else:
+        result = measure(args.config, tuple(args.backends.split(",")),
+                         tuple(int(n) for n in args.num_envs.split(",")), seconds=args.seconds, rounds=args.rounds,
+                         rllib=not args.no_rllib)
     paths = write(result, args.out_dir)
     print(table(result))
     print("\n".join(summary(result)))

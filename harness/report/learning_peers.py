@@ -598,12 +598,12 @@ def fmt_ratio(r: dict[str, Any]) -> str:
 
 def runs_table(result: dict[str, Any]) -> str:
     """Markdown: one row per run."""
-    lines = ["| side | seed | solved at env steps | training s | training + eval s | set-up s | eval points | "
-             "load avg (1 min) start / mean / end | stop |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| side | seed | solved at env steps | training s | training + eval s | set-up s | training ms per "
+             "env step | eval points | load avg (1 min) start / mean / end | stop |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for run in result["runs"]:
         if "error" in run:
-            lines.append(f"| {SIDE_TITLES[run['side']]} | {run['seed']} | failed: {run['error']} | | | | | | |")
+            lines.append(f"| {SIDE_TITLES[run['side']]} | {run['seed']} | failed: {run['error']} | | | | | | | |")
             continue
         loads = [p["load1"] for p in run["curve"]]
         load = f"{run['load_start'][0]:.1f} / {np.mean(loads) if loads else float('nan'):.1f} / {run['load_end'][0]:.1f}"
@@ -613,8 +613,9 @@ def runs_table(result: dict[str, Any]) -> str:
         else:
             steps = f"not solved (> {run['env_steps']:,})"
             train, both = f"> {run['train_s']:.1f}", f"> {run['train_s'] + run['eval_s']:.1f}"
+        per_step = f"{1e3 * run['train_s'] / run['env_steps']:.1f}" if run["env_steps"] else "n/a"
         lines.append(f"| {SIDE_TITLES[run['side']]} | {run['seed']} | {steps} | {train} | {both} | "
-                     f"{run['setup_s']:.1f} | {len(run['curve'])} | {load} | {run['stop_reason']} |")
+                     f"{run['setup_s']:.1f} | {per_step} | {len(run['curve'])} | {load} | {run['stop_reason']} |")
     return "\n".join(lines)
 
 
@@ -790,6 +791,9 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     if rl is not None:
         parts += ["RLlib's module as built:", "", "```", rl["module"], "```", ""]
+    if result.get("notes"):
+        parts += ["## Notes (written by hand after the run, not generated)", "",
+                  *(f"- {note}" for note in result["notes"]), ""]
     parts += [
         "## Environment",
         "",
@@ -807,27 +811,36 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "```",
         "cd /work/main",
-        ".venv/bin/pip install -e '.[peers,bench]'   # RLlib and matplotlib",
+        ".venv/bin/pip install -e '.[tf,torch,peers]'   # both backends and RLlib",
         f"PYTHONPATH=. .venv/bin/python -m harness.report.learning_peers --seeds {seeds} "
-        f"--budget-steps {budget['env_steps']} --budget-seconds {budget['seconds']:g}",
+        f"--budget-steps {budget['env_steps']} --budget-seconds {budget['seconds']:g}" + criterion_flags(crit),
         "```",
         "",
     ]
     return "\n".join(parts)
 
 
+def criterion_flags(crit: dict[str, Any]) -> str:
+    """The command-line flags that rebuild a non-default criterion ('' for the default)."""
+    default = dataclasses.asdict(Criterion())
+    flags = {"min_return": "--min-return", "eval_episodes": "--eval-episodes", "screen_episodes": "--screen-episodes",
+             "eval_every": "--eval-every"}
+    return "".join(f" {flag} {crit[k]:g}" for k, flag in flags.items() if crit[k] != default[k])
+
+
 def plot(result: dict[str, Any], path: str | Path) -> None:
     """A PNG: greedy screening mean against env steps (left) and against training wall seconds (right).
 
     Raises:
-        ImportError: naming the ``bench`` extra when matplotlib is not installed.
+        ImportError: when matplotlib is not installed.
     """
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise ImportError("learning_peers.plot needs matplotlib: pip install -e '.[bench]'") from exc
+        raise ImportError("learning_peers.plot needs matplotlib (a dependency of spacegraph): pip install matplotlib"
+                          ) from exc
     colors = {"ours_tf": "tab:orange", "ours_torch": "tab:red", "rllib": "tab:blue"}
     styles = ["-", "--", ":", "-."]
     seeds = result["config"]["seeds"]
@@ -841,7 +854,8 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
         style = styles[seeds.index(run["seed"]) % len(styles)] if run["seed"] in seeds else "-"
         label = f"{SIDE_TITLES[run['side']]} seed {run['seed']}"
         for ax, xs in ((ax_steps, steps), (ax_time, secs)):
-            ax.plot(xs, means, style, color=colors[run["side"]], label=label, linewidth=1.3)
+            ax.plot(xs, means, style, color=colors[run["side"]], label=label, linewidth=1.3, marker=".",
+                    markersize=4)
             full = [(x, p["full_mean"]) for x, p in zip(xs, run["curve"]) if p["full_mean"] is not None]
             if full:
                 ax.plot(*zip(*full), "*", color=colors[run["side"]], markersize=9)
@@ -894,6 +908,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--min-return", type=float, default=Criterion.min_return)
     parser.add_argument("--out-dir", default=str(REPORT_DIR))
     parser.add_argument("--rewrite", metavar="JSON", help="only rewrite the .md and .png from a result JSON")
+    parser.add_argument("--note", action="append", default=[],
+                        help="a hand-written note for the report's Notes section (repeatable; kept in the JSON)")
     parser.add_argument("--one", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -908,6 +924,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         criterion = Criterion(args.min_return, args.eval_episodes, args.screen_episodes, args.eval_every)
         result = measure(tuple(int(s) for s in args.seeds.split(",")), tuple(args.sides.split(",")), criterion,
                          Budget(args.budget_steps, args.budget_seconds))
+    result["notes"] = [*result.get("notes", []), *args.note]
     paths = write(result, args.out_dir)
     if result["comparison"]:
         print(ratio_table(result))

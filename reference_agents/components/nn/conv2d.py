@@ -99,6 +99,7 @@ class Conv2D(Component):
         # ((pad_top, pad_bottom), (pad_left, pad_right)) and the output's core shape, once the input is known.
         self.pads: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
         self.output_shape: tuple[int, int, int] = (0, 0, 0)
+        self.batch_only = True  # inputs carry a batch rank only (no time rank): no fold/unfold reshapes
 
     def _geometry(self, space: FloatBox) -> tuple[tuple[int, int, int], tuple[tuple[int, int], tuple[int, int]]]:
         (h_out, top, bottom), (w_out, left, right) = (
@@ -121,6 +122,7 @@ class Conv2D(Component):
         """Creates ``kernel`` ``(kh, kw, C, filters)`` and, with ``use_bias``, ``bias`` ``(filters,)``."""
         space = input_spaces["inputs"]
         self.output_shape, self.pads = self._geometry(space)
+        self.batch_only = not space.has_time_rank
         dtype = space.dtype.name
         kh, kw = self.kernel_size
         self.kernel = self.get_variable("kernel", (kh, kw, space.shape[2], self.filters), dtype,
@@ -133,16 +135,17 @@ class Conv2D(Component):
         """The layer's output for ``inputs`` (see the class docstring for spaces)."""
         return self._graph_fn_apply(inputs)
 
-    def _fold(self, F: Any, inputs: Any) -> tuple[Any, list[Any]]:
-        """``inputs`` as ``[N,H,W,C]`` and its leading (batch, time) dims, for `_unfold`."""
+    def _fold(self, F: Any, inputs: Any) -> tuple[Any, list[Any] | None]:
+        """``inputs`` as ``[N,H,W,C]`` and its leading (batch, time) dims for `_unfold` (None: batch only,
+        nothing to fold; the rank is known at build, so acting on ``[B,H,W,C]`` frames pays no reshapes)."""
+        if self.batch_only:
+            return inputs, None
         lead = [F.dim(inputs, i) for i in range(len(inputs.shape) - 3)]
         return F.reshape(inputs, [-1] + [int(d) for d in inputs.shape[-3:]]), lead
 
-    def _unfold(self, F: Any, out: Any, lead: list[Any]) -> Any:
-        if self.use_bias:
-            out = out + self.bias
+    def _unfold(self, F: Any, out: Any, lead: list[Any] | None) -> Any:
         out = F.activation(self.activation)(out)
-        return F.reshape(out, lead + list(self.output_shape))
+        return out if lead is None else F.reshape(out, lead + list(self.output_shape))
 
     @graph_fn
     def _graph_fn_apply(self, F: Any, inputs: Any) -> Any:
@@ -154,6 +157,8 @@ class Conv2D(Component):
 
         images, lead = self._fold(F, inputs)
         out = tf.nn.conv2d(images, self.kernel, strides=[1, *self.strides, 1], padding=self.padding.upper())
+        if self.use_bias:
+            out = tf.nn.bias_add(out, self.bias)  # lets oneDNN fuse conv + bias (+ relu)
         return self._unfold(F, out, lead)
 
     @_graph_fn_apply.torch
@@ -165,5 +170,5 @@ class Conv2D(Component):
         images = images.permute(0, 3, 1, 2)
         if top or bottom or left or right:
             images = torch.nn.functional.pad(images, (left, right, top, bottom))
-        out = torch.nn.functional.conv2d(images, self.kernel.permute(3, 2, 0, 1), stride=self.strides)
+        out = torch.nn.functional.conv2d(images, self.kernel.permute(3, 2, 0, 1), self.bias, stride=self.strides)
         return self._unfold(F, out.permute(0, 2, 3, 1), lead)

@@ -9,6 +9,9 @@ import sys
 from typing import Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# NumPy's BLAS pool, before NumPy loads: env-side Atari frames resize by small matrix products, which
+# ran 6x slower with the default pool on a busy 2-core machine (371 vs 2,351 steps/s).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _kv(items: list[str] | None, what: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, settings
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # xdist workers share the cores: one framework thread each (set before TF/torch are imported).
-    for _var in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
         os.environ.setdefault(_var, "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 

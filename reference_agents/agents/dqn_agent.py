@@ -101,6 +101,9 @@ class DQNAgent:
         self._updates_due_at = cfg.update.start_after
         self._accumulators: dict[int, NStepAccumulator] = {}
         self._staged: list[dict[str, Any]] = []
+        # staged transitions go into replay at each update, and at the latest when this many wait
+        # (an agent that only observes, e.g. while sampling, does not pile them up in Python)
+        self.flush_every = max(256, cfg.update.batch_size)
         self.last_metrics: dict[str, float] = {}
 
     # ---- construction -----------------------------------------------------------------------
@@ -260,6 +263,8 @@ class DQNAgent:
             self._staged += acc.push(batch[i], actions_[i], rewards_[i], nxt[i], bool(terminals_[i]),
                                      bool(truncated_[i]) and not bool(terminals_[i]))
         self.timesteps += n
+        if len(self._staged) >= self.flush_every:
+            self.flush()
 
     def observe_transitions(self, records: dict[str, Any], count_steps: bool = True) -> None:
         """Stages transitions folded elsewhere (worker-side n-step): a dict of ``RECORD_KEYS`` arrays.
@@ -276,6 +281,8 @@ class DQNAgent:
             self._staged.append({k: records[k][i] for k in RECORD_KEYS})
         if count_steps:
             self.timesteps += n
+        if len(self._staged) >= self.flush_every:
+            self.flush()
 
     def _records(self, rows: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
         return {

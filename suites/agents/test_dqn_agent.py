@@ -202,3 +202,12 @@ def test_build_agent_finds_ready_configs_by_name():
     agent = build_agent("dqn_cartpole", backend=BACKENDS[0])
     assert agent.config.env.id == "CartPole-v1" and agent.num_actions == 2
     assert repr(agent.state_space).startswith("float32[4]")
+
+
+def test_observing_without_updates_does_not_pile_up_staged_transitions():
+    agent = DQNAgent(small_config(update={"batch_size": 8, "start_after": 10**9, "every": 1, "repeats": 1}),
+                     backend=BACKENDS[0])
+    for t in range(agent.flush_every + 5):
+        agent.observe(states(1, t), [0], [0.0], [False], states(1, t + 1))
+    assert len(agent._staged) < agent.flush_every
+    assert agent.memory_size() + len(agent._staged) == agent.flush_every + 5 - (agent.n_step - 1)

@@ -10,10 +10,22 @@ import torch
 from harness.backends.base import ACTIVATIONS
 
 
+_TORCH_DTYPES: dict[Any, Any] = {}
+
+
 def _dt(dtype: Any) -> Any:
+    """The torch dtype for a dtype name, NumPy dtype or torch dtype (memoised: it runs on every op call)."""
     if isinstance(dtype, torch.dtype) or dtype is None:
         return dtype
-    return getattr(torch, np.dtype(dtype).name)
+    try:
+        return _TORCH_DTYPES[dtype]
+    except (KeyError, TypeError):
+        found = getattr(torch, np.dtype(dtype).name)
+        try:
+            _TORCH_DTYPES[dtype] = found
+        except TypeError:  # unhashable dtype-like: not memoised
+            pass
+        return found
 
 
 def _tensor_like(value: Any, like: Any) -> Any:

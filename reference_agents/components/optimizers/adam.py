@@ -74,11 +74,12 @@ class Adam(Optimizer):
         b1, b2 = self.beta1, self.beta2
         t = F.cast(self.step_count + 1, "float64")
         c1, c2 = self._correction(F, t, b1), self._correction(F, t, b2)
+        corrections = {d: (F.cast(c1, d), F.cast(c2, d)) for d in set(self._dtypes)}  # cast once per dtype
         for var, g, m, v, dtype in zip(self._vars, grads, self.slots["m"], self.slots["v"], self._dtypes):
             new_m = b1 * m + (1.0 - b1) * g
             new_v = b2 * v + (1.0 - b2) * F.square(g)
-            m_hat = new_m / F.cast(c1, dtype)
-            v_hat = new_v / F.cast(c2, dtype)
+            m_hat = new_m / corrections[dtype][0]
+            v_hat = new_v / corrections[dtype][1]
             F.assign(m, new_m)
             F.assign(v, new_v)
             F.assign(var, var - self.learning_rate * m_hat / (F.sqrt(v_hat) + self.epsilon))

@@ -875,13 +875,9 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
 
 def write(result: dict[str, Any], out_dir: str | Path = REPORT_DIR, stem: str = STEM) -> dict[str, Path]:
     """Writes ``<stem>.md``, ``<stem>.png`` and ``<stem>.json`` into ``out_dir``; returns their paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"md": out / f"{stem}.md", "png": out / f"{stem}.png", "json": out / f"{stem}.json"}
-    paths["json"].write_text(json.dumps(result, indent=2) + "\n")
-    plot(result, paths["png"])
-    paths["md"].write_text(markdown(result))
-    return paths
+    from harness.report.files import write_report
+
+    return write_report(result, out_dir, stem, markdown, plot)
 
 
 def _child(args: argparse.Namespace) -> None:

@@ -17,7 +17,7 @@ Usage (``python3 -m tox -e bench -- ARGS`` passes ARGS here)::
     python asv_bench/run_offline.py                  # the checkout, filed under HEAD; then asv publish
     python asv_bench/run_offline.py --quick          # one pass per benchmark; results thrown away
     python asv_bench/run_offline.py --range HEAD~10..HEAD --steps 4 --bench build
-    python asv_bench/run_offline.py --commits cd90c0c b102cf2
+    python asv_bench/run_offline.py --commits cd90c0c b102cf2 -a rounds=1
     python asv_bench/run_offline.py --no-run --preview   # publish, serve on http://127.0.0.1:8080/
     python asv_bench/run_offline.py --check          # asv check only
 """
@@ -318,8 +318,16 @@ class Runner:
               flush=True)
         self.asv(["machine", "--machine", self.machine, "--yes"])
 
-    def run_tree(self, root: str, sha: str, quick: bool, bench: Sequence[str]) -> int:
-        """Runs the benchmarks of the tree at ``root`` and files the results under ``sha``."""
+    def run_tree(self, root: str, sha: str, quick: bool, bench: Sequence[str], attributes: Sequence[str] = ()) -> int:
+        """Runs the benchmarks of the tree at ``root`` and files the results under ``sha``.
+
+        Args:
+            root: the tree (the checkout or a worktree).
+            sha: the commit the results are filed under.
+            quick: asv ``--quick``.
+            bench: asv ``--bench`` regexes.
+            attributes: asv ``-a key=value`` benchmark attribute overrides (e.g. ``rounds=1``).
+        """
         print(f"[bench] harness imported from {imported_from(root, self.python)}", flush=True)
         args = ["run", "--python=same", f"--set-commit-hash={sha}", f"--machine={self.machine}", "--show-stderr",
                 "--durations=all"]
@@ -327,6 +335,8 @@ class Runner:
             args.append("--quick")
         for regex in bench:
             args += ["--bench", regex]
+        for attribute in attributes:
+            args += ["-a", attribute]
         return self.asv(args, root=root, check=False)
 
     def rediscover(self) -> None:
@@ -381,6 +391,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     which.add_argument("--commits", nargs="+", metavar="REV", help="benchmark these commits, each in a worktree")
     which.add_argument("--no-run", action="store_true", help="run no benchmarks (publish/preview only)")
     parser.add_argument("--steps", type=int, help="with --range/--commits: only this many commits, spread evenly")
+    parser.add_argument("-a", "--attribute", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a benchmark attribute, as asv run -a (e.g. rounds=1 to halve time_ runs)")
     parser.add_argument("--machine", default=os.environ.get("SPACEGRAPH_ASV_MACHINE", DEFAULT_MACHINE),
                         help=f"asv machine name (default {DEFAULT_MACHINE}, or $SPACEGRAPH_ASV_MACHINE); "
                              "give your own on other hardware")
@@ -430,11 +442,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             runner.register_machine()
             if args.range_spec or args.commits:
                 failed += run_commits(runner, resolve_commits(args.range_spec, args.commits, args.steps),
-                                      args.quick, args.bench)
+                                      args.quick, args.bench, args.attribute)
             else:
                 runner.asv(["check", "--python=same"])
                 head = commit_info("HEAD")
-                if runner.run_tree(REPO_ROOT, head.sha, args.quick, args.bench) != 0:
+                if runner.run_tree(REPO_ROOT, head.sha, args.quick, args.bench, args.attribute) != 0:
                     failed.append(f"the checkout at {head.describe()}")
         if publish:
             runner.asv(["publish"])
@@ -454,7 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def run_commits(runner: Runner, commits: Sequence[Commit], quick: bool, bench: Sequence[str]) -> list[str]:
+def run_commits(runner: Runner, commits: Sequence[Commit], quick: bool, bench: Sequence[str],
+                attributes: Sequence[str] = ()) -> list[str]:
     """Benchmarks each commit in its own temporary worktree; returns the commits whose run failed."""
     print(f"[bench] {len(commits)} commit(s):", *(f"  {c.describe()}" for c in commits), sep="\n", flush=True)
     failed, ran = [], 0
@@ -466,7 +479,7 @@ def run_commits(runner: Runner, commits: Sequence[Commit], quick: bool, bench: S
                 continue
             print(f"[bench] commit {commit.describe()}", flush=True)
             ran += 1
-            if runner.run_tree(tree, commit.sha, quick, bench) != 0:
+            if runner.run_tree(tree, commit.sha, quick, bench, attributes) != 0:
                 failed.append(commit.describe())
     if ran:
         runner.rediscover()

@@ -133,6 +133,26 @@ def test_parse_args_rejects_contradictions(capsys):
         assert message in capsys.readouterr().err
 
 
+def test_run_tree_passes_the_options_to_asv(tmp_path, monkeypatch):
+    runner = ro.Runner(str(tmp_path / "r"), str(tmp_path / "h"), "m", quick=True)
+    calls = []
+    monkeypatch.setattr(ro, "imported_from", lambda root, python: f"{root}/harness/__init__.py")
+    monkeypatch.setattr(runner, "asv", lambda args, root, check: calls.append((list(args), root, check)) or 0)
+    try:
+        assert runner.run_tree("/tree", "abc123", True, ["build", "vtrace"], ["rounds=1"]) == 0
+    finally:
+        runner.close()
+    (args, root, check), = calls
+    assert root == "/tree" and check is False
+    assert args[:2] == ["run", "--python=same"] and "--set-commit-hash=abc123" in args and "--machine=m" in args
+    assert "--quick" in args and args[-6:] == ["--bench", "build", "--bench", "vtrace", "-a", "rounds=1"]
+    assert ro.bench_env("/tree", {}, quick=True)["SPACEGRAPH_BENCH_QUICK"] == "1"
+    assert "SPACEGRAPH_BENCH_QUICK" not in ro.bench_env("/tree", {})
+    env = ro.bench_env("/tree", {"PYTHONPATH": "/stale", "OMP_NUM_THREADS": "4"})
+    assert env["ASV_PYTHONPATH"] == env["SPACEGRAPH_BENCH_ROOT"] == "/tree" and "PYTHONPATH" not in env
+    assert env["OMP_NUM_THREADS"] == "4" and env["TF_NUM_INTRAOP_THREADS"] == "1"  # set values win over defaults
+
+
 # ---- trees, worktrees, configs --------------------------------------------------------------------------------
 
 

@@ -33,6 +33,7 @@ from typing import Any, Callable, TextIO
 
 import numpy as np
 
+from harness.execution.serialization import atomic_file
 from reference_agents.workers import VectorEnvWorker, WorkerStats
 
 METRIC_COLUMNS = ("env_steps", "frames", "wall_s", "train_s", "eval_s", "steps_per_s", "frames_per_s", "episodes",
@@ -223,17 +224,8 @@ def _file_mode() -> int:
 
 
 def _atomic_write(path: str, text: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            fh.write(text)
-        os.chmod(tmp, _file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_file(path, "w", permissions=_file_mode()) as fh:
+        fh.write(text)
 
 
 def _csv_text(columns: tuple[str, ...], rows: list[dict[str, Any]], header: bool) -> str:
@@ -294,16 +286,8 @@ def plot_learning_curve(path: str, episodes: list[Any], history: list[dict[str, 
     if episodes or evals:
         ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format="png")
-        os.chmod(tmp, _file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_file(path, suffix=".png", permissions=_file_mode()) as fh:
+        fig.savefig(fh, format="png")
     return True
 
 

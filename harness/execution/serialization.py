@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 import zipfile
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
@@ -17,6 +18,34 @@ if TYPE_CHECKING:
 
 FORMAT = "spacegraph-model"
 META_KEY = "__spacegraph_meta__"
+
+
+@contextlib.contextmanager
+def atomic_file(path: str, mode: str = "wb", suffix: str = "", permissions: int | None = None) -> Iterator[Any]:
+    """A file object to write ``path`` through: a temporary file beside it, renamed into place on success.
+
+    An error (or an interrupt) while writing removes the temporary file and leaves an earlier
+    ``path`` untouched, so nothing a user saved is lost to a failed write.
+
+    Args:
+        path: the file to (re)place; its folder is created if needed.
+        mode: ``"wb"`` or ``"w"`` (text mode writes with ``newline=""``).
+        suffix: the temporary file's suffix (some writers look at it).
+        permissions: file mode bits for the result (default: ``mkstemp``'s 0o600).
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=folder)
+    try:
+        with os.fdopen(fd, mode, **({"newline": ""} if "b" not in mode else {})) as fh:
+            yield fh
+        if permissions is not None:
+            os.chmod(tmp, permissions)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def export_model(executor: "GraphExecutor", path: str) -> str:
@@ -36,17 +65,8 @@ def export_model(executor: "GraphExecutor", path: str) -> str:
         "input_spaces": {a: repr(s) for api in executor.apis.values() for a, s in api.arg_spaces.items()},
         "variables": {k: [list(v.shape), v.dtype.name] for k, v in weights.items()},
     }
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **{META_KEY: np.array(json.dumps(meta))}, **{f"w:{k}": v for k, v in weights.items()})
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_file(path, suffix=".npz") as fh:
+        np.savez(fh, **{META_KEY: np.array(json.dumps(meta))}, **{f"w:{k}": v for k, v in weights.items()})
     return path
 
 

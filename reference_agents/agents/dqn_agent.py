@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from typing import Any, Sequence
 
 import numpy as np
 
 from harness.execution.executor import GraphExecutor
+from harness.execution.serialization import atomic_file
 from harness.graph.errors import SpacegraphError
 from harness.spaces import BoolBox, Dict, FloatBox, IntBox, Space, parse
-from reference_agents.agents.config import ConfigError, DQNConfig, load_agent_config
+from reference_agents.agents.config import ConfigError, load_agent_config
 from reference_agents.agents.dqn_graph import RECORD_KEYS, DQNGraph
 from reference_agents.components.helpers import NStepAccumulator
 from reference_agents.components.nn.network import nature_dqn_layers
@@ -32,17 +32,8 @@ def _as_space(space: Any, what: str) -> Space:
 
 def _atomic_savez(path: str, arrays: dict[str, np.ndarray]) -> None:
     """Writes an ``.npz`` beside ``path`` and renames it into place (an error never leaves half a file)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_file(path, suffix=".npz") as fh:
+        np.savez(fh, **arrays)
 
 
 class DQNAgent:

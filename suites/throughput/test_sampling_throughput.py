@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -155,7 +156,8 @@ def test_run_without_rllib_skips_its_column_cleanly(monkeypatch):
 
 
 def test_asv_rllib_benchmark_skips_without_rllib(monkeypatch):
-    path = st.REPO / "asv_bench" / "benchmarks" / "sampling.py"
+    # the checkout's benchmark file (st.REPO is where the installed package lives, e.g. site-packages)
+    path = Path(__file__).resolve().parents[2] / "asv_bench" / "benchmarks" / "sampling.py"
     spec = importlib.util.spec_from_file_location("asv_bench_sampling_test", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -563,14 +563,11 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
     """A PNG: framework / hand-written ratio per batch size and backend (bars), with the target line.
 
     Raises:
-        ImportError: naming the ``bench`` extra when matplotlib is not installed.
+        ImportError: when matplotlib is not installed.
     """
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise ImportError("act_report.plot needs matplotlib: pip install -e '.[bench]'") from exc
+    from harness.report.files import pyplot
+
+    plt = pyplot("act_report.plot")
     cfg = result["config"]
     batches, backends = cfg["batch_sizes"], cfg["backends"]
     fig, (ax_ratio, ax_rate) = plt.subplots(1, 2, figsize=(11, 4))

@@ -7,6 +7,21 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+def pyplot(owner: str) -> Any:
+    """``matplotlib.pyplot`` on the non-interactive Agg backend.
+
+    Raises:
+        ImportError: naming ``owner`` (the report's plot function) when matplotlib is missing.
+    """
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError(f"{owner} needs matplotlib (a dependency of spacegraph): pip install matplotlib") from exc
+    return plt
+
+
 def write_report(result: dict[str, Any], out_dir: str | Path, stem: str, markdown: Callable[[dict], str],
                  plot: Callable[[dict, Path], None]) -> dict[str, Path]:
     """Writes the JSON first (the raw numbers survive a failing plot), then the PNG and the Markdown.

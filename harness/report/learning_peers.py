@@ -834,13 +834,9 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
     Raises:
         ImportError: when matplotlib is not installed.
     """
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise ImportError("learning_peers.plot needs matplotlib (a dependency of spacegraph): pip install matplotlib"
-                          ) from exc
+    from harness.report.files import pyplot
+
+    plt = pyplot("learning_peers.plot")
     colors = {"ours_tf": "tab:orange", "ours_torch": "tab:red", "rllib": "tab:blue"}
     styles = ["-", "--", ":", "-."]
     seeds = result["config"]["seeds"]

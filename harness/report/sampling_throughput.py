@@ -632,7 +632,7 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "```",
         "cd /work/main",
-        ".venv/bin/pip install -e '.[peers,bench]'   # RLlib and matplotlib",
+        ".venv/bin/pip install -e '.[peers]'   # RLlib",
         f"PYTHONPATH=. .venv/bin/python -m harness.report.sampling_throughput --seconds {cfg['seconds']:g} "
         f"--rounds {cfg['rounds']}",
         "```",
@@ -648,14 +648,11 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
     """A PNG: frames per CPU-second against N per contender (left) and ours / raw env, ours / RLlib (right).
 
     Raises:
-        ImportError: naming the ``bench`` extra when matplotlib is not installed.
+        ImportError: when matplotlib is not installed.
     """
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise ImportError("sampling_throughput.plot needs matplotlib: pip install -e '.[bench]'") from exc
+    from harness.report.files import pyplot
+
+    plt = pyplot("sampling_throughput.plot")
     ns = [r["num_envs"] for r in result["rows"]]
     fig, (ax_rate, ax_ratio) = plt.subplots(1, 2, figsize=(11, 4))
     for name in _contenders(result):

@@ -81,7 +81,8 @@ def dqn_build_phases(config: dict, backend: str, builds: int) -> dict[str, float
 
 class DQNBuild:
     """`build_agent` end to end (config, spaces, the whole `DQNGraph`: Q-network, target network,
-    epsilon-greedy, replay, DQN loss, optimizer, synchronizer; 12+ API methods), after a warm-up build."""
+    epsilon-greedy, replay, DQN loss, optimizer, synchronizer; 12+ API methods), after a warm-up build:
+    its time, and the peak memory of the process that does it."""
 
     params = (["tf", "torch"], DQN_CONFIGS)
     param_names = ["backend", "config"]
@@ -97,6 +98,10 @@ class DQNBuild:
         build_agent(self.config, backend=backend, seed=0)  # warm-up: imports, first traces
 
     def time_build_agent(self, backend, config):
+        self.build_agent(self.config, backend=backend, seed=0)
+
+    def peakmem_build_agent(self, backend, config):
+        """Peak resident memory of the benchmark process: framework imports, the warm-up build and one build."""
         self.build_agent(self.config, backend=backend, seed=0)
 
 

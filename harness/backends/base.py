@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from harness.backends.ops import ACTIVATIONS, OP_NAMES, Ops
 from harness.spaces import BoxSpace, Space
 
 
@@ -132,6 +133,16 @@ class Backend(abc.ABC):
         """
 
     @abc.abstractmethod
+    def to_device(self, value: Any, device: str | None = None) -> Any:
+        """``value`` as tensors of this backend on ``device``, for staging batches ahead of use.
+
+        ``value`` is an array or tensor, or a dict/tuple/list of them (the structure is
+        kept). ``device`` None picks the first GPU when there is one, else the CPU. A
+        copy to a GPU is started asynchronously where the backend can (pinned host
+        memory on PyTorch), so a background thread can overlap it with compute.
+        """
+
+    @abc.abstractmethod
     def reset_rng(self) -> None:
         """Re-seeds the backend's random ops from ``seed`` (after the build's sample runs)."""
 
@@ -140,20 +151,20 @@ class Backend(abc.ABC):
         raise NotImplementedError
 
 
+def map_structure(fn: Callable[[Any], Any], value: Any) -> Any:
+    """``fn`` applied to every leaf of a nest of dicts, tuples and lists, keeping the structure."""
+    if isinstance(value, dict):
+        return {k: map_structure(fn, v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(map_structure(fn, v) for v in value)
+    return fn(value)
+
+
 def leaf_spaces(space: Space) -> list[BoxSpace]:
     """The leaf spaces of ``space`` in value-flattening order."""
     return [s for _, s in space.leaves()]  # type: ignore[misc]
 
 
-#: The op namespace every backend provides to graph functions (``F.<name>``). Tensors also
-#: support Python arithmetic (+ - * / @, comparisons, unary -) on both backends.
-OP_NAMES = (
-    "name", "constant", "cast", "zeros", "ones", "zeros_like", "ones_like", "dim", "reshape",
-    "concat", "stack", "transpose", "expand_dims", "squeeze", "matmul", "reduce_sum", "reduce_mean",
-    "reduce_max", "reduce_min", "argmax", "where", "maximum", "minimum", "clip", "abs", "exp", "log",
-    "sqrt", "square", "sign", "equal", "logical_and", "logical_or", "logical_not", "one_hot", "gather",
-    "take_along_axis", "stop_gradient", "relu", "tanh", "sigmoid", "elu", "softplus", "softmax",
-    "log_softmax", "activation", "random_uniform", "random_normal", "assign", "value_and_grad", "gradients",
-)
-
-ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "elu", "softplus")
+#: ``OP_NAMES`` (the op namespace ``F``, derived from the `Ops` protocol) and ``ACTIVATIONS``
+#: live in `harness.backends.ops`; re-exported here for existing imports.
+__all__ = ["ACTIVATIONS", "Backend", "OP_NAMES", "Ops", "initial_value", "leaf_spaces", "map_structure"]

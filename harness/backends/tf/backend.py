@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
-from harness.backends.base import Backend
+from harness.backends.base import Backend, map_structure
 from harness.backends.tf.ops import TFOps
 from harness.spaces import Dict, Space, Tuple
 
@@ -90,6 +90,14 @@ class TFBackend(Backend):
                             reduce_retracing=False)
         tf_fn.get_concrete_function()  # trace now: the build pays for op creation, not the first call
         return tf_fn
+
+    def to_device(self, value: Any, device: str | None = None) -> Any:
+        target = device or ("/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0")
+
+        def move(leaf: Any) -> Any:
+            with tf.device(target):
+                return tf.identity(leaf)
+        return map_structure(move, value)
 
     def reset_rng(self) -> None:
         self.ops.reset_rng()

@@ -6,11 +6,25 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from harness.backends.base import ACTIVATIONS
+from harness.backends.ops import ACTIVATIONS
+
+
+_TF_PADDING = {"valid": "VALID", "same": "SAME"}
+
+
+def _last_of_repeats(indices: Any, updates: Any) -> tuple[Any, Any]:
+    """``(indices, updates)`` reordered so that every repeat of an index carries the update of its last
+    occurrence (fixed sizes, no masks): a scatter of the result is the same whatever order it writes in."""
+    order = tf.argsort(indices, stable=True)
+    ordered = tf.gather(indices, order)
+    previous = tf.concat([ordered[:1] - 1, ordered[:-1]], 0)
+    segment = tf.cumsum(tf.cast(tf.not_equal(ordered, previous), tf.int32)) - 1
+    last = tf.math.unsorted_segment_max(order, segment, tf.shape(indices)[0])  # stable: the run's last position
+    return ordered, tf.gather(updates, tf.gather(last, segment))
 
 
 class TFOps:
-    """Backend-neutral ops implemented with TensorFlow (see `harness.backends.base.OP_NAMES`)."""
+    """The op namespace ``F`` implemented with TensorFlow (see `harness.backends.ops.Ops`)."""
 
     name = "tf"
 
@@ -41,6 +55,10 @@ class TFOps:
     zeros_like = staticmethod(tf.zeros_like)
     ones_like = staticmethod(tf.ones_like)
 
+    @staticmethod
+    def arange(n: Any, dtype: Any = "int64") -> Any:
+        return tf.range(tf.cast(n, dtype), dtype=dtype)
+
     # shapes
     @staticmethod
     def dim(x: Any, axis: int) -> Any:
@@ -53,6 +71,7 @@ class TFOps:
     transpose = staticmethod(lambda x, perm: tf.transpose(x, perm))
     expand_dims = staticmethod(lambda x, axis: tf.expand_dims(x, axis))
     squeeze = staticmethod(lambda x, axis: tf.squeeze(x, axis))
+    pad = staticmethod(lambda x, paddings, value=0: tf.pad(x, [list(p) for p in paddings], constant_values=value))
 
     # math
     matmul = staticmethod(tf.linalg.matmul)
@@ -79,6 +98,46 @@ class TFOps:
     gather = staticmethod(lambda params, indices, axis=0: tf.gather(params, indices, axis=axis))
     take_along_axis = staticmethod(lambda x, indices, axis: tf.experimental.numpy.take_along_axis(x, indices, axis))
     stop_gradient = staticmethod(tf.stop_gradient)
+
+    # layers
+    @staticmethod
+    def conv2d(x: Any, kernel: Any, strides: tuple[int, int] = (1, 1), padding: str = "valid",
+               bias: Any = None) -> Any:
+        try:
+            pad = _TF_PADDING[padding]
+        except (KeyError, TypeError):
+            raise ValueError(f"F.conv2d: padding must be one of {tuple(_TF_PADDING)}; got {padding!r}") from None
+        out = tf.nn.conv2d(x, kernel, strides=[1, strides[0], strides[1], 1], padding=pad)
+        return out if bias is None else tf.nn.bias_add(out, bias)  # bias_add: lets oneDNN fuse conv + bias
+
+    @staticmethod
+    def scatter_update(ref: tf.Variable, indices: Any, updates: Any, unique: bool = False) -> None:
+        indices = tf.cast(indices, tf.int64)
+        updates = tf.cast(updates, ref.dtype)
+        if not unique:
+            indices, updates = _last_of_repeats(indices, updates)
+        ref.scatter_nd_update(tf.expand_dims(indices, 1), updates)
+
+    @staticmethod
+    def scan(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any, reverse: bool = False) -> tuple[Any, Any]:
+        first = elems[0] if isinstance(elems, (tuple, list)) else elems
+        if isinstance(elems, list):
+            elems = tuple(elems)
+
+        def run() -> tuple[Any, Any]:
+            stacked = tf.scan(fn, elems, initializer=initializer, reverse=reverse)
+            return tf.nest.map_structure(lambda s: s[0] if reverse else s[-1], stacked), stacked
+
+        # tf.scan cannot stack zero steps (an empty TensorList of unknown element shape): T = 0 gives the
+        # initializer and empty stacks, by a cond when T is only known at run time.
+        def empty() -> tuple[Any, Any]:
+            return initializer, tf.nest.map_structure(
+                lambda c: tf.zeros(tf.concat([[0], tf.shape(c)], 0), c.dtype), initializer)
+
+        steps = first.shape[0]
+        if steps is not None:
+            return run() if steps > 0 else empty()
+        return tf.cond(tf.shape(first)[0] > 0, run, empty)
 
     # activations
     relu = staticmethod(tf.nn.relu)

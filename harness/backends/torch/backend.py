@@ -9,7 +9,7 @@ import numpy as np
 import optree
 import torch
 
-from harness.backends.base import Backend
+from harness.backends.base import Backend, map_structure
 from harness.backends.torch.ops import TorchOps
 from harness.spaces import Space
 
@@ -89,6 +89,17 @@ class TorchBackend(Backend):
 
     def compile_api(self, name: str, fn: Callable, arg_spaces: dict[str, Space], gradients: bool = False) -> Callable:
         return torch.enable_grad()(fn) if gradients else torch.no_grad()(fn)
+
+    def to_device(self, value: Any, device: str | None = None) -> Any:
+        target = torch_device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        pin = target.type == "cuda"
+
+        def move(leaf: Any) -> Any:
+            tensor = leaf if isinstance(leaf, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(leaf))
+            if pin and tensor.device.type == "cpu":
+                tensor = tensor.pin_memory()  # page-locked: the copy below can run asynchronously
+            return tensor.to(target, non_blocking=True)
+        return map_structure(move, value)
 
     def reset_rng(self) -> None:
         self.ops.reset_rng()

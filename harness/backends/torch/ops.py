@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from harness.backends.base import ACTIVATIONS
+from harness.backends.ops import ACTIVATIONS, same_padding
 
 
 _TORCH_DTYPES: dict[Any, Any] = {}
@@ -32,8 +33,32 @@ def _tensor_like(value: Any, like: Any) -> Any:
     return value if isinstance(value, torch.Tensor) else torch.as_tensor(value, dtype=like.dtype, device=like.device)
 
 
+@functools.lru_cache(maxsize=256)
+def _conv_padding(padding: str, h: int, w: int, kh: int, kw: int, sh: int, sw: int) -> tuple[Any, tuple[int, ...]]:
+    """``(conv_padding, explicit_pad)`` for `TorchOps.conv2d`: symmetric padding goes to the convolution
+    itself, asymmetric SAME padding to an explicit ``F.pad`` (left, right, top, bottom) before it."""
+    if padding == "valid":
+        return 0, ()
+    if padding != "same":
+        raise ValueError(f"F.conv2d: padding must be one of ('valid', 'same'); got {padding!r}")
+    (_, top, bottom), (_, left, right) = same_padding(h, kh, sh), same_padding(w, kw, sw)
+    if top == bottom and left == right:
+        return (top, left), ()
+    return 0, (left, right, top, bottom)
+
+
+def _last_of_repeats(indices: Any, updates: Any) -> tuple[Any, Any]:
+    """``(indices, updates)`` reordered so that every repeat of an index carries the update of its last
+    occurrence (fixed sizes, no masks, no host sync): a scatter of the result is order-independent."""
+    ordered, order = torch.sort(indices, stable=True)
+    previous = torch.cat([ordered[:1] - 1, ordered[:-1]])
+    segment = torch.cumsum(ordered != previous, 0) - 1
+    last = torch.zeros_like(order).scatter_reduce_(0, segment, order, "amax", include_self=False)
+    return ordered, updates[last[segment]]
+
+
 class TorchOps:
-    """Backend-neutral ops implemented with PyTorch (see `harness.backends.base.OP_NAMES`)."""
+    """The op namespace ``F`` implemented with PyTorch (see `harness.backends.ops.Ops`)."""
 
     name = "torch"
 
@@ -46,11 +71,17 @@ class TorchOps:
 
     # creation and casting
     constant = staticmethod(lambda value, dtype=None: torch.as_tensor(value, dtype=_dt(dtype)))
-    cast = staticmethod(lambda x, dtype: x.to(_dt(dtype)))
+    cast = staticmethod(lambda x, dtype: x.to(_dt(dtype)) if isinstance(x, torch.Tensor)
+                        else torch.as_tensor(x, dtype=_dt(dtype)))
     zeros = staticmethod(lambda shape, dtype="float32": torch.zeros(tuple(shape), dtype=_dt(dtype)))
     ones = staticmethod(lambda shape, dtype="float32": torch.ones(tuple(shape), dtype=_dt(dtype)))
     zeros_like = staticmethod(torch.zeros_like)
     ones_like = staticmethod(torch.ones_like)
+
+    @staticmethod
+    def arange(n: Any, dtype: Any = "int64") -> Any:
+        device = n.device if isinstance(n, torch.Tensor) else None
+        return torch.arange(max(int(n), 0), dtype=_dt(dtype), device=device)
 
     # shapes
     dim = staticmethod(lambda x, axis: x.shape[axis])
@@ -60,6 +91,11 @@ class TorchOps:
     transpose = staticmethod(lambda x, perm: x.permute(*perm))
     expand_dims = staticmethod(lambda x, axis: torch.unsqueeze(x, axis))
     squeeze = staticmethod(lambda x, axis: torch.squeeze(x, axis))
+
+    @staticmethod
+    def pad(x: Any, paddings: Sequence[tuple[int, int]], value: float = 0) -> Any:
+        flat = [int(v) for before_after in reversed(list(paddings)) for v in before_after]  # last axis first
+        return torch.nn.functional.pad(x, flat, value=value)
 
     # math
     matmul = staticmethod(torch.matmul)
@@ -111,6 +147,47 @@ class TorchOps:
         tuple(params.shape[:axis % params.dim()]) + tuple(indices.shape) + tuple(params.shape[axis % params.dim() + 1:])))
     take_along_axis = staticmethod(lambda x, indices, axis: torch.take_along_dim(x, indices.long(), dim=axis))
     stop_gradient = staticmethod(lambda x: x.detach())
+
+    # layers
+    @staticmethod
+    def conv2d(x: Any, kernel: Any, strides: tuple[int, int] = (1, 1), padding: str = "valid",
+               bias: Any = None) -> Any:
+        # NHWC/HWIO in and out: the permutes are views (the input becomes a channels-last NCHW tensor,
+        # which the convolution keeps), so no layout copy is made on either side.
+        _, h, w, _ = x.shape
+        kh, kw = kernel.shape[0], kernel.shape[1]
+        conv_pad, explicit = _conv_padding(padding, h, w, kh, kw, strides[0], strides[1])
+        images = x.permute(0, 3, 1, 2)
+        if explicit:
+            images = torch.nn.functional.pad(images, explicit)
+        out = torch.nn.functional.conv2d(images, kernel.permute(3, 2, 0, 1), bias, stride=strides, padding=conv_pad)
+        return out.permute(0, 2, 3, 1)
+
+    @staticmethod
+    def scatter_update(ref: Any, indices: Any, updates: Any, unique: bool = False) -> None:
+        if indices.dtype != torch.int64:
+            indices = indices.long()
+        if updates.dtype != ref.dtype:
+            updates = updates.to(ref.dtype)
+        if not unique:
+            indices, updates = _last_of_repeats(indices, updates)
+        with torch.no_grad():
+            ref.index_copy_(0, indices, updates)
+
+    @staticmethod
+    def scan(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any, reverse: bool = False) -> tuple[Any, Any]:
+        nested = isinstance(elems, (tuple, list))
+        steps = int((elems[0] if nested else elems).shape[0])
+        carry = initializer
+        carries: list[Any] = [None] * steps
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            carry = fn(carry, tuple(e[t] for e in elems) if nested else elems[t])
+            carries[t] = carry
+        if isinstance(initializer, (tuple, list)):
+            if not steps:
+                return carry, tuple(c.new_zeros((0, *c.shape)) for c in initializer)
+            return carry, tuple(torch.stack([c[i] for c in carries]) for i in range(len(initializer)))
+        return carry, torch.stack(carries) if steps else initializer.new_zeros((0, *initializer.shape))
 
     # activations
     relu = staticmethod(torch.relu)

@@ -59,3 +59,23 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: D103
         terminalreporter.section("learning results")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+# Markers that run only when asked for: `pytest -m learning` (or any -m expression naming the
+# marker) selects them; a plain `pytest` leaves them out (deselected, listed in the summary count).
+# `.ci/run` asks for each explicitly, in its own bounded step (README, "Tests and markers").
+OPT_IN_MARKERS = ("learning", "distributed")
+
+
+def pytest_collection_modifyitems(config, items):  # noqa: D103 - pytest hook
+    expression = config.getoption("markexpr", "") or ""
+    keep, dropped = [], []
+    for item in items:
+        opt_in = [m for m in OPT_IN_MARKERS if item.get_closest_marker(m) is not None]
+        if opt_in and not any(m in expression for m in opt_in):
+            dropped.append(item)
+        else:
+            keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep

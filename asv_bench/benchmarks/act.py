@@ -4,7 +4,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from harness.report.act_throughput import measure, setup_pair  # noqa: E402
+from spacegraph.reports.act_throughput import measure, setup_pair  # noqa: E402
 
 
 class ActThroughput:

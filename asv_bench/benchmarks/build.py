@@ -6,7 +6,7 @@ import statistics
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from harness.execution.executor import GraphExecutor  # noqa: E402
-from harness.report.graphs import DenseStack, single_component  # noqa: E402
+from spacegraph.reports.graphs import DenseStack, single_component  # noqa: E402
 from harness.spaces import FloatBox  # noqa: E402
 
 from .common import agent_config_path, installed_backends, quick  # noqa: E402

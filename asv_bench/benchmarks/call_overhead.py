@@ -7,8 +7,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 
 from harness.execution.executor import GraphExecutor  # noqa: E402
-from harness.report.call_overhead import by_hand, measure  # noqa: E402
-from harness.report.graphs import DenseStack  # noqa: E402
+from spacegraph.reports.call_overhead import by_hand, measure  # noqa: E402
+from spacegraph.reports.graphs import DenseStack  # noqa: E402
 from harness.spaces import FloatBox  # noqa: E402
 
 

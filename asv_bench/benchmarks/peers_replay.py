@@ -6,14 +6,14 @@ weights), ``update`` (new priorities for 64 sampled slots) and ``step`` (the thr
 in a row, one training iteration). Ours is called through `GraphExecutor.execute`
 (NumPy in and out). Skipped (``NotImplementedError`` in setup) where ``ray[rllib]``
 is not installed: ``pip install -e '.[peers]'``. The workload is the one of
-`harness.report.replay_peers`, which writes ``reports/replay_vs_rllib.md``.
+`spacegraph.reports.replay_peers`, which writes ``reports/replay_vs_rllib.md``.
 """
 
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from harness.report import replay_peers as rp  # noqa: E402
+from spacegraph.reports import replay_peers as rp  # noqa: E402
 
 CAPACITY = 100_000
 BATCH = 64

@@ -1,7 +1,7 @@
 """Single-worker sampling throughput (RLgraph Fig. 7a): worker frames/s on Pong and CartPole, vs raw stepping and RLlib.
 
 Every ratio is measured in one run, the contenders timed in interleaved rounds
-(`harness.report.sampling_throughput.time_contenders`); rates are frames per CPU-second of
+(`spacegraph.reports.sampling_throughput.time_contenders`); rates are frames per CPU-second of
 the benchmark process, which other load on the machine does not lower. ``SPACEGRAPH_BENCH_QUICK=1``
 (asv's quick pass, the test suite's smoke run) shrinks the time budget.
 """
@@ -11,7 +11,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from harness.report import sampling_throughput as st  # noqa: E402
+from spacegraph.reports import sampling_throughput as st  # noqa: E402
 
 
 def _budget() -> dict:

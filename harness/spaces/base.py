@@ -181,8 +181,12 @@ class Space(abc.ABC):
 
     # ---- text form ---------------------------------------------------------
     @abc.abstractmethod
-    def to_text(self) -> str:
-        """The spec-file text form; ``parse(space.to_text()) == space``."""
+    def to_text(self, with_ranks: bool = True) -> str:
+        """The spec-file text form; ``parse(space.to_text()) == space``.
+
+        Without ``with_ranks`` the batch/time rank symbols are left out (a container's leaves inside a
+        ``[B]{...}`` prefix are written that way).
+        """
 
     def __repr__(self) -> str:
         return self.to_text()

@@ -224,9 +224,30 @@ class BoxSpace(Space):
             self._hash = hash(self._key())
         return self._hash
 
-    def to_text(self) -> str:
-        from harness.spaces.text import format_space
-        return format_space(self)
+    def to_text(self, with_ranks: bool = True) -> str:
+        dims = list(self.extra_ranks) if with_ranks else []
+        dims += [str(d) for d in self.shape]
+        text = f"{self.dtype.name}[{','.join(dims)}]"
+        if not isinstance(self, BoolBox) and self.bounded:
+            text += f"({_fmt_bound(self.low)},{_fmt_bound(self.high)})"
+        return text
+
+
+def _fmt_number(x: Any) -> str:
+    if isinstance(x, (bool, np.bool_)):
+        return str(int(x))
+    if isinstance(x, (float, np.floating)):
+        return repr(float(x))
+    return str(int(x))
+
+
+def _fmt_bound(arr: np.ndarray, top: bool = True) -> str:
+    # Only the whole bound may collapse to one number: a collapsed row would not broadcast back.
+    if top and arr.size and np.all(arr == arr.flat[0]) and arr.ndim > 0:
+        return _fmt_number(arr.flat[0])
+    if arr.ndim == 0:
+        return _fmt_number(arr[()])
+    return "[" + ",".join(_fmt_bound(a, top=False) for a in arr) + "]"
 
 
 def _bounds_array(cls_name: str, name: str, value: Any, shape: tuple[int, ...] | None,

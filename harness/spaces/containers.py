@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Callable, Iterator, Mapping
 
@@ -105,9 +106,16 @@ class ContainerSpace(Space):
             self._hash = hash((type(self).__name__, tuple(self._items())))
         return self._hash
 
-    def to_text(self) -> str:
-        from harness.spaces.text import format_space
-        return format_space(self)
+    def to_text(self, with_ranks: bool = True) -> str:
+        prefix = ""
+        if with_ranks:
+            ranks = self.uniform_ranks
+            if ranks:
+                prefix, with_ranks = "[" + ",".join(ranks) + "]", False
+        return prefix + self._body_text(with_ranks)
+
+    def _body_text(self, with_ranks: bool) -> str:
+        raise NotImplementedError
 
 
 class Dict(ContainerSpace):
@@ -145,6 +153,10 @@ class Dict(ContainerSpace):
     def keys(self):
         """The keys, sorted."""
         return self._children.keys()
+
+    def _body_text(self, with_ranks: bool) -> str:
+        body = ", ".join(f"{k if is_identifier(k) else json.dumps(k)}: {s.to_text(with_ranks)}" for k, s in self.items())
+        return "{" + body + "}"
 
     def items(self):
         """``(key, sub_space)`` pairs, sorted by key."""
@@ -215,6 +227,10 @@ class Tuple(ContainerSpace):
     def __getitem__(self, index: int) -> Space:
         return self._children[index]
 
+    def _body_text(self, with_ranks: bool) -> str:
+        parts = [s.to_text(with_ranks) for s in self]
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
     def __iter__(self):
         return iter(self._children)
 
@@ -253,9 +269,19 @@ def _as_space(value: Any, what: str) -> Space:
     if isinstance(value, (tuple, list)):
         return Tuple(value)
     if isinstance(value, str):
-        from harness.spaces.text import parse
-        return parse(value)
+        if _TEXT_PARSER is None:
+            raise ValueError(f"{what}: space text {value!r} needs harness.spaces.text (import harness.spaces)")
+        return _TEXT_PARSER(value)
     raise ValueError(f"{what}: expected a Space (or a dict/tuple of spaces, or space text); got {value!r}")
+
+
+_TEXT_PARSER: Callable[[str], Space] | None = None
+
+
+def set_text_parser(parser: Callable[[str], Space]) -> None:
+    """Registers the parser of space texts (`harness.spaces.text.parse` registers itself on import)."""
+    global _TEXT_PARSER
+    _TEXT_PARSER = parser
 
 
 def is_identifier(key: str) -> bool:

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from harness.spaces.base import Space
-from harness.spaces.boxes import FLOAT_DTYPES, INT_DTYPES, DTYPE_ALIASES, BoolBox, BoxSpace, FloatBox, IntBox
-from harness.spaces.containers import ContainerSpace, Dict, Tuple, is_identifier
+from harness.spaces.boxes import FLOAT_DTYPES, INT_DTYPES, DTYPE_ALIASES, BoolBox, FloatBox, IntBox
+from harness.spaces.containers import Dict, Tuple, set_text_parser
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
@@ -35,51 +35,9 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE)
 
 
-def _fmt_number(x: Any) -> str:
-    if isinstance(x, (bool, np.bool_)):
-        return str(int(x))
-    if isinstance(x, (float, np.floating)):
-        return repr(float(x))
-    return str(int(x))
-
-
-def _fmt_bound(arr: np.ndarray, top: bool = True) -> str:
-    # Only the whole bound may collapse to one number: a collapsed row would not broadcast back.
-    if top and arr.size and np.all(arr == arr.flat[0]) and arr.ndim > 0:
-        return _fmt_number(arr.flat[0])
-    if arr.ndim == 0:
-        return _fmt_number(arr[()])
-    return "[" + ",".join(_fmt_bound(a, top=False) for a in arr) + "]"
-
-
-def _fmt_leaf(space: BoxSpace, with_ranks: bool) -> str:
-    dims = list(space.extra_ranks) if with_ranks else []
-    dims += [str(d) for d in space.shape]
-    text = f"{space.dtype.name}[{','.join(dims)}]"
-    if not isinstance(space, BoolBox) and space.bounded:
-        text += f"({_fmt_bound(space.low)},{_fmt_bound(space.high)})"
-    return text
-
-
-def _fmt_key(key: str) -> str:
-    return key if is_identifier(key) else json.dumps(key)
-
-
 def format_space(space: Space, with_ranks: bool = True) -> str:
-    """The text form of a space (see the module docstring)."""
-    if isinstance(space, BoxSpace):
-        return _fmt_leaf(space, with_ranks)
-    assert isinstance(space, ContainerSpace)
-    prefix = ""
-    if with_ranks:
-        ranks = space.uniform_ranks
-        if ranks:
-            prefix, with_ranks = "[" + ",".join(ranks) + "]", False
-    if isinstance(space, Dict):
-        body = ", ".join(f"{_fmt_key(k)}: {format_space(s, with_ranks)}" for k, s in space.items())
-        return prefix + "{" + body + "}"
-    parts = [format_space(s, with_ranks) for s in space]
-    return prefix + "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    """The text form of a space (see the module docstring); each space class writes its own."""
+    return space.to_text(with_ranks)
 
 
 class _Parser:
@@ -268,3 +226,7 @@ def parse(spec: Any) -> Space:
     if isinstance(spec, (list, tuple)):
         return Tuple([parse(v) for v in spec])
     raise ValueError(f"cannot parse a space from {type(spec).__name__} {spec!r}: expected space text, a dict or a list")
+
+
+# `Dict({"a": "float32[2]"})` and friends accept space texts: the containers call this parser.
+set_text_parser(parse)

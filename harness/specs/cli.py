@@ -115,13 +115,15 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_spec_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_spec_parser(subparsers: Any, default_package: str | None = None) -> argparse.ArgumentParser:
     """Registers ``spec validate|coverage|schema`` on the `spacegraph` command's subparsers.
 
     Each leaf parser sets ``fn`` to a function ``fn(args) -> exit code``.
 
     Args:
         subparsers: what ``ArgumentParser.add_subparsers`` returned.
+        default_package: the package ``spec coverage`` covers when ``--package`` is not given
+            (the harness knows no package of its own; without a default ``--package`` is required).
 
     Returns:
         The ``spec`` parser.
@@ -134,7 +136,8 @@ def add_spec_parser(subparsers: Any) -> argparse.ArgumentParser:
     validate_p.set_defaults(fn=cmd_validate)
 
     coverage_p = sub.add_parser("coverage", help="list component and agent classes no spec names; exit 1 if any")
-    coverage_p.add_argument("--package", default="reference_agents", help="package to search for classes")
+    coverage_p.add_argument("--package", default=default_package, required=default_package is None,
+                            help="package to search for classes" + (f" (default: {default_package})" if default_package else ""))
     coverage_p.add_argument("--specs", default="specs", help="folder holding components/ and agents/")
     coverage_p.add_argument("-v", "--verbose", action="store_true", help="also list exempt classes")
     coverage_p.set_defaults(fn=cmd_coverage)

@@ -125,7 +125,7 @@ def _spec_targets(spec_root: Path, problems: list[str]) -> list[tuple[str, str]]
     return out
 
 
-def coverage(package: str = "reference_agents", spec_root: str | os.PathLike = "specs") -> CoverageReport:
+def coverage(package: str, spec_root: str | os.PathLike = "specs") -> CoverageReport:
     """Lists the component and agent classes of ``package`` and which specs under ``spec_root`` name them.
 
     Args:

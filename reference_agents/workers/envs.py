@@ -1,134 +1,14 @@
-"""Environments for workers: `make_env`, `frames_per_step` and a lockstep `VectorEnv`."""
+"""A lockstep `VectorEnv` for workers (environments themselves are made by `reference_agents.environments`)."""
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from reference_agents.environments import frames_per_step, make_env  # noqa: F401  (re-exported)
+
 EnvFactory = Callable[[], Any]
-
-# Attributes through which a wrapper layer (or the unwrapped env) repeats one action over
-# several emulator frames: ale_py's AtariEnv (`_frameskip`), gymnasium's AtariPreprocessing
-# (`frame_skip`) and MaxAndSkipObservation (`_skip`).
-_SKIP_ATTRIBUTES = ("_frameskip", "frame_skip", "_skip")
-
-
-def _registry() -> dict[str, Any]:
-    import gymnasium
-
-    return gymnasium.registry
-
-
-def _register_ale() -> bool:
-    """Registers ale-py's Atari ids with gymnasium; False when ale-py is not installed."""
-    try:
-        import ale_py
-    except ImportError:
-        return False
-    import gymnasium
-
-    gymnasium.register_envs(ale_py)
-    return True
-
-
-def make_env(env_id: str, atari: bool = False, **kwargs: Any) -> Any:
-    """A gymnasium environment for a registered id (classic control, Box2D, ALE, ...).
-
-    ALE ids (``"ALE/Pong-v5"``, ``"PongNoFrameskip-v4"``) are registered from
-    ale-py on first use, so callers need not import it.
-
-    Args:
-        env_id: a gymnasium id.
-        atari: Atari frame processing env-side, as an agent config's ``env.atari`` asks: gray
-            frames (``obs_type="grayscale"``) resized to 84x84 and the last 4 stacked
-            (`reference_agents.environments.AtariFrames`), ``uint8[84,84,4]``.
-        **kwargs: passed to ``gymnasium.make`` (e.g. ``max_episode_steps``, ``frameskip``).
-
-    Returns:
-        The environment ``gymnasium.make`` returns (wrapped in ``AtariFrames`` with ``atari``).
-
-    Raises:
-        ValueError: if ``env_id`` is not a string or not registered (naming it and listing
-            close matches), or if the environment rejects ``kwargs`` (naming them).
-    """
-    import gymnasium
-
-    if not isinstance(env_id, str) or not env_id:
-        raise ValueError(f"make_env: env_id must be a non-empty gymnasium id string; got {env_id!r}")
-    registry = _registry()
-    if env_id not in registry:
-        ale = _register_ale()
-        if env_id not in registry:
-            close = difflib.get_close_matches(env_id, list(registry), n=5, cutoff=0.6)
-            hint = f"; close matches: {close}" if close else ""
-            if not ale and (env_id.startswith("ALE/") or "NoFrameskip" in env_id):
-                hint += " (ale-py is not installed, so no Atari ids are registered)"
-            raise ValueError(f"make_env: unknown environment id {env_id!r}{hint}")
-    if not isinstance(atari, bool):
-        raise ValueError(f"make_env: atari must be a bool; got {atari!r}")
-    if atari:
-        entry = str(registry[env_id].entry_point)
-        if "ale_py" not in entry:
-            raise ValueError(f"make_env: atari=True needs an ALE environment; {env_id!r} is made by {entry}")
-        kwargs.setdefault("obs_type", "grayscale")
-    try:
-        env = gymnasium.make(env_id, **kwargs)
-    except TypeError as exc:
-        raise ValueError(f"make_env: environment {env_id!r} rejected the keyword arguments "
-                         f"{sorted(kwargs)}: {exc}") from exc
-    if atari:
-        from reference_agents.environments import AtariFrames
-
-        try:
-            env = AtariFrames(env)
-        except ValueError as exc:
-            raise ValueError(f"make_env: atari=True for {env_id!r} with {kwargs}: {exc}") from exc
-    return env
-
-
-def frames_per_step(env: Any) -> float:
-    """The emulator frames one ``env.step`` advances.
-
-    The product of the frame skips of every wrapper layer and of the unwrapped
-    environment: ALE's ``frameskip`` (4 for ``ALE/*-v5``, 1 for ``*NoFrameskip-v4``),
-    gymnasium's ``AtariPreprocessing(frame_skip=k)`` and ``MaxAndSkipObservation(skip=k)``.
-    Environments without frames (classic control) count 1. A stochastic ALE
-    frameskip ``(low, high)`` (uniform in ``low..high-1``) counts its mean.
-
-    Args:
-        env: a gymnasium environment, wrapped or not.
-
-    Returns:
-        Frames per step (an int-valued float unless the frameskip is stochastic).
-
-    Raises:
-        ValueError: if a layer's frame skip is not a positive int or a ``(low, high)`` pair.
-    """
-    frames = 1.0
-    layer = env
-    seen: set[int] = set()
-    while layer is not None and id(layer) not in seen:
-        seen.add(id(layer))
-        own = vars(layer) if hasattr(layer, "__dict__") else {}
-        for name in _SKIP_ATTRIBUTES:
-            if name in own:
-                frames *= _skip_value(type(layer).__name__, name, own[name])
-        layer = own.get("env")
-    return frames
-
-
-def _skip_value(owner: str, name: str, value: Any) -> float:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    if (isinstance(value, (tuple, list)) and len(value) == 2
-            and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
-            and 0 < value[0] < value[1]):
-        return (value[0] + value[1] - 1) / 2.0
-    raise ValueError(f"frames_per_step: {owner}.{name} must be a positive int or a (low, high) pair; "
-                     f"got {value!r}")
-
 
 def stack_values(values: Sequence[Any]) -> Any:
     """Stacks per-env values (arrays, or dicts/tuples of them) along a new leading axis."""

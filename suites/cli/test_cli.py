@@ -7,14 +7,14 @@ import sys
 
 import pytest
 
-from harness.cli import main
+from spacegraph.cli import main
 
-STACK = "harness.report.graphs.DenseStack"
+STACK = "spacegraph.reports.graphs.DenseStack"
 
 
 def run_cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "spacegraph.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=env)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from harness.cli import main
+from spacegraph.cli import main
 from reference_agents.agents import DQNAgent, build_agent
 from reference_agents.training import ProgressBar, Trainer
 
@@ -236,7 +236,7 @@ def test_resume_after_an_abort_drops_what_was_written_after_the_last_checkpoint(
 def test_ctrl_c_of_the_command_exits_130_with_a_checkpoint(tmp_path):
     run = tmp_path / "run"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=os.getcwd())
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "train", write_config(tmp_path), "--steps",
+    proc = subprocess.Popen([sys.executable, "-m", "spacegraph.cli", "train", write_config(tmp_path), "--steps",
                              "100000", "--out", str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
     try:

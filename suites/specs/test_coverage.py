@@ -179,9 +179,17 @@ def test_repository_has_a_spec_for_every_component() -> None:
 
 
 def test_repository_coverage_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from spacegraph.cli import main
+
     monkeypatch.chdir(REPO)
-    assert run_cli(["spec", "coverage"]) == 0
+    assert main(["spec", "coverage"]) == 0        # the spacegraph command covers reference_agents by default
     assert "component classes have specs" in capsys.readouterr().out
+
+
+def test_harness_spec_parser_needs_a_package(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):                # the harness knows no package of its own
+        run_cli(["spec", "coverage"])
+    assert "--package" in capsys.readouterr().err
 
 
 def test_exemption_is_not_inherited(package: tuple[str, Path]) -> None:

@@ -28,7 +28,7 @@ GOOD: dict[str, Any] = {
 
 
 def run_cli(argv: list[str]) -> int:
-    """Parses ``argv`` the way `harness.cli.main` does once the spec parser is wired in, and runs it."""
+    """Parses ``argv`` the way `spacegraph.cli.main` does once the spec parser is wired in, and runs it."""
     parser = argparse.ArgumentParser(prog="spacegraph")
     add_spec_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from harness.report import act_report, act_throughput
+from spacegraph.reports import act_report, act_throughput
 from harness.testing.plugin import selected_backends
 
 BACKENDS = tuple(b for b in selected_backends()

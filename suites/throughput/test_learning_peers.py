@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from harness.report import learning_peers as lp
+from spacegraph.reports import learning_peers as lp
 
 TINY = lp.Criterion(eval_every=300, screen_episodes=2, eval_episodes=3)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import sampling_throughput as st
+from spacegraph.reports import sampling_throughput as st
 from harness.testing.plugin import selected_backends
 
 BACKENDS = tuple(b for b in selected_backends()

@@ -26,7 +26,7 @@ env-step and a wall-time budget; runs are interleaved (seed 0 of every side, the
 so that load from other processes on a shared machine hits all sides alike, and the 1-minute
 load average is recorded at every evaluation.
 
-Run ``python -m harness.report.learning_peers [--seeds 0,1] [--budget-steps N] [--budget-seconds S]``;
+Run ``python -m spacegraph.reports.learning_peers [--seeds 0,1] [--budget-steps N] [--budget-seconds S]``;
 it writes ``reports/dqn_learning_vs_rllib.md``, ``.png`` and ``.json``.
 """
 
@@ -235,7 +235,7 @@ class RLlibSide:
     """
 
     def __init__(self, seed: int, chunk: int) -> None:
-        from harness.report.replay_peers import import_rllib_safely
+        from spacegraph.reports.replay_peers import import_rllib_safely
 
         import_rllib_safely()
         import ray
@@ -309,7 +309,7 @@ def limit_threads(side: str) -> dict[str, int | None]:
         import tensorflow  # noqa: F401
     import torch
 
-    from harness.report.act_report import configure_threads
+    from spacegraph.reports.act_report import configure_threads
 
     threads = configure_threads(1)
     try:
@@ -408,7 +408,7 @@ def run_isolated(side: str, seed: int, criterion: Criterion, budget: Budget) -> 
                                                                                    os.environ.get("PYTHONPATH")]))}
     with tempfile.TemporaryDirectory(prefix="learning_peers_") as tmp:
         result_path, log_path = Path(tmp) / "result.json", Path(tmp) / "log.txt"
-        cmd = [sys.executable, "-m", "harness.report.learning_peers", "--one", side, "--seed", str(seed),
+        cmd = [sys.executable, "-m", "spacegraph.reports.learning_peers", "--one", side, "--seed", str(seed),
                "--result", str(result_path), "--budget-steps", str(budget.env_steps),
                "--budget-seconds", str(budget.seconds), "--eval-every", str(criterion.eval_every),
                "--eval-episodes", str(criterion.eval_episodes), "--screen-episodes", str(criterion.screen_episodes),
@@ -436,7 +436,7 @@ def run_isolated(side: str, seed: int, criterion: Criterion, budget: Budget) -> 
 
 def rllib_missing() -> str | None:
     """None when RLlib's DQN imports, else why not."""
-    from harness.report.replay_peers import import_rllib_safely
+    from spacegraph.reports.replay_peers import import_rllib_safely
 
     import_rllib_safely()
     try:
@@ -462,7 +462,7 @@ def measure(seeds: tuple[int, ...] = (0, 1), sides: tuple[str, ...] = SIDES, cri
     Returns:
         ``{"config", "runs", "rllib_note", "our_config", "environment", "comparison"}`` (see `compare`).
     """
-    from harness.report.act_report import environment
+    from spacegraph.reports.act_report import environment
 
     for side in sides:
         check_side(side)
@@ -812,7 +812,7 @@ def markdown(result: dict[str, Any]) -> str:
         "```",
         "cd /work/main",
         ".venv/bin/pip install -e '.[tf,torch,peers]'   # both backends and RLlib",
-        f"PYTHONPATH=. .venv/bin/python -m harness.report.learning_peers --seeds {seeds} "
+        f"PYTHONPATH=. .venv/bin/python -m spacegraph.reports.learning_peers --seeds {seeds} "
         f"--budget-steps {budget['env_steps']} --budget-seconds {budget['seconds']:g}" + criterion_flags(crit),
         "```",
         "",
@@ -834,7 +834,7 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
     Raises:
         ImportError: when matplotlib is not installed.
     """
-    from harness.report.files import pyplot
+    from harness.measure.files import pyplot
 
     plt = pyplot("learning_peers.plot")
     colors = {"ours_tf": "tab:orange", "ours_torch": "tab:red", "rllib": "tab:blue"}
@@ -871,7 +871,7 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
 
 def write(result: dict[str, Any], out_dir: str | Path = REPORT_DIR, stem: str = STEM) -> dict[str, Path]:
     """Writes ``<stem>.md``, ``<stem>.png`` and ``<stem>.json`` into ``out_dir``; returns their paths."""
-    from harness.report.files import write_report
+    from harness.measure.files import write_report
 
     return write_report(result, out_dir, stem, markdown, plot)
 

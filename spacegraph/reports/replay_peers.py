@@ -18,7 +18,7 @@ conversion), per backend. RLlib's buffer is timed through its public methods
 
 Speed ratios are ``RLlib time / our time``: above 1 means ours is faster.
 
-Run ``python -m harness.report.replay_peers [--json PATH] [--seconds S]``.
+Run ``python -m spacegraph.reports.replay_peers [--json PATH] [--seconds S]``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from harness.execution.executor import GraphExecutor
-from harness.report.graphs import DenseStack
+from spacegraph.reports.graphs import DenseStack
 from harness.spaces import FloatBox
 
 

@@ -1,4 +1,4 @@
-"""The `spacegraph` command: demo, train, build (with --profile) and spaces."""
+"""The `spacegraph` command: demo, train, build (with --profile), spaces and spec."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _kv(items: list[str] | None, what: str) -> dict[str, str]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from harness.report.build_profile import format_profile, load_target, profile_build, to_json
+    from harness.measure.build_profile import format_profile, load_target, profile_build, to_json
 
     try:
         config = json.loads(args.config) if args.config else {}
@@ -47,7 +47,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from harness.demo import run_demo
+    from spacegraph.demo import run_demo
 
     return run_demo(backends=args.backend, train_steps=args.train_steps, train_seconds=args.train_seconds)
 
@@ -293,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from harness.specs.cli import add_spec_parser
 
-    add_spec_parser(sub)
+    add_spec_parser(sub, default_package="reference_agents")
 
     args = parser.parse_args(argv)
     if getattr(args, "backend", None) is None and args.command in ("build", "demo"):

@@ -1,6 +1,6 @@
 """Act throughput report (RLgraph Fig. 5b): framework / hand-written ratios on both backends in one run.
 
-The workload is `harness.report.act_throughput`'s: a Nature-DQN torso with a dueling
+The workload is `spacegraph.reports.act_throughput`'s: a Nature-DQN torso with a dueling
 head, ``q_values(float32[B,84,84,4]) -> float32[B,6]``, called through the framework
 (``executor.api_function``) and through a hand-written actor on the same backend with
 the same weights. Every pair is checked to agree before it is timed.
@@ -20,7 +20,7 @@ passed as a permuted, non-contiguous view, the bias added after the convolution)
 in that layout with each of the two changes that remove the difference, to show where
 the framework's PyTorch time goes.
 
-Run ``python -m harness.report.act_report [--seconds S] [--diagnose]``; it writes
+Run ``python -m spacegraph.reports.act_report [--seconds S] [--diagnose]``; it writes
 ``reports/act_throughput.md``, ``.png`` and ``.json``.
 """
 
@@ -41,7 +41,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-from harness.report.act_throughput import (  # noqa: E402
+from spacegraph.reports.act_throughput import (  # noqa: E402
     _CONVS, NUM_ACTIONS, STATE_SPACE, _weight, build, hand_written, setup_pair)
 
 BACKENDS = ("tf", "torch")
@@ -486,7 +486,7 @@ def markdown(result: dict[str, Any]) -> str:
         "tensor (on TF a `tf.function` with an input signature traced at build; on PyTorch the flat call "
         "chain under `no_grad`).",
         "- **hand-written**: the same network written directly against the backend "
-        "(`harness.report.act_throughput.hand_written`: TF `tf.function` with `tf.nn.conv2d` on NHWC; "
+        "(`spacegraph.reports.act_throughput.hand_written`: TF `tf.function` with `tf.nn.conv2d` on NHWC; "
         "PyTorch `torch.nn.functional` with one NHWC -> NCHW permute per call and OIHW kernels made once), "
         "holding the framework's weights. Before timing, both are called on the same states and must agree "
         "(rtol 1e-4, atol 1e-5); the largest difference is in the last column.",
@@ -549,7 +549,7 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "```",
         "cd /work/main",
-        f"PYTHONPATH=. .venv/bin/python -m harness.report.act_report --seconds {cfg['seconds']:g} "
+        f"PYTHONPATH=. .venv/bin/python -m spacegraph.reports.act_report --seconds {cfg['seconds']:g} "
         f"--rounds {cfg['rounds']}" + (" --diagnose" if result.get("diagnosis") else ""),
         "```",
         "",
@@ -565,7 +565,7 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
     Raises:
         ImportError: when matplotlib is not installed.
     """
-    from harness.report.files import pyplot
+    from harness.measure.files import pyplot
 
     plt = pyplot("act_report.plot")
     cfg = result["config"]
@@ -604,7 +604,7 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
 
 def write(result: dict[str, Any], out_dir: str | Path = REPORT_DIR, stem: str = "act_throughput") -> dict[str, Path]:
     """Writes ``<stem>.md``, ``<stem>.png`` and ``<stem>.json`` into ``out_dir``; returns their paths."""
-    from harness.report.files import write_report
+    from harness.measure.files import write_report
 
     return write_report(result, out_dir, stem, markdown, plot)
 

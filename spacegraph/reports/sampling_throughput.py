@@ -30,7 +30,7 @@ No Ray cluster is started: RLlib's env runner is built and called in this proces
 Importing this module sets ``OPENBLAS_NUM_THREADS=1`` unless it is set (NumPy's BLAS
 threads slow the env-side frame resizing down by more than 10x on a loaded 2-core machine).
 
-Run ``python -m harness.report.sampling_throughput [--seconds S]``; it writes
+Run ``python -m spacegraph.reports.sampling_throughput [--seconds S]``; it writes
 ``reports/sampling_throughput.md``, ``.png`` and ``.json``.
 """
 
@@ -51,7 +51,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
-from harness.report.act_report import configure_threads, environment  # noqa: E402
+from spacegraph.reports.act_report import configure_threads, environment  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO / "reference_agents" / "configs"
@@ -225,7 +225,7 @@ class RLlibContender:
     _registered: set[str] = set()
 
     def __init__(self, factory: Callable[[], Any], num_envs: int, seed: int = 0, dueling: bool = True) -> None:
-        from harness.report.replay_peers import import_rllib_safely
+        from spacegraph.reports.replay_peers import import_rllib_safely
 
         import_rllib_safely()
         from ray.rllib.algorithms.dqn import DQNConfig
@@ -295,7 +295,7 @@ class ScaledImageEnv(gym.Env):
 
 def rllib_available() -> str | None:
     """None when RLlib's DQN and env runner import, else why not (for skipping)."""
-    from harness.report.replay_peers import import_rllib_safely
+    from spacegraph.reports.replay_peers import import_rllib_safely
 
     import_rllib_safely()
     try:
@@ -633,7 +633,7 @@ def markdown(result: dict[str, Any]) -> str:
         "```",
         "cd /work/main",
         ".venv/bin/pip install -e '.[peers]'   # RLlib",
-        f"PYTHONPATH=. .venv/bin/python -m harness.report.sampling_throughput --seconds {cfg['seconds']:g} "
+        f"PYTHONPATH=. .venv/bin/python -m spacegraph.reports.sampling_throughput --seconds {cfg['seconds']:g} "
         f"--rounds {cfg['rounds']}",
         "```",
         "",
@@ -650,7 +650,7 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
     Raises:
         ImportError: when matplotlib is not installed.
     """
-    from harness.report.files import pyplot
+    from harness.measure.files import pyplot
 
     plt = pyplot("sampling_throughput.plot")
     ns = [r["num_envs"] for r in result["rows"]]
@@ -682,7 +682,7 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
 def write(result: dict[str, Any], out_dir: str | Path = REPORT_DIR, stem: str = "sampling_throughput"
           ) -> dict[str, Path]:
     """Writes ``<stem>.md``, ``<stem>.png`` and ``<stem>.json`` into ``out_dir``; returns their paths."""
-    from harness.report.files import write_report
+    from harness.measure.files import write_report
 
     return write_report(result, out_dir, stem, markdown, plot)
 

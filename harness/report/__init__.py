@@ -1,1 +1,0 @@
-"""Report runners: build profiles, throughput and learning reports."""

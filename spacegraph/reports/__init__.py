@@ -1,0 +1,1 @@
+"""Report scenarios: our agents and components measured beside hand-written code and RLlib."""

@@ -1,0 +1,93 @@
+"""The import contract of the project's layers (docs/architecture.md, "Layers").
+
+Each layer imports only the layers below it, and no two modules import each other, directly or
+around a circle (function-level imports count; ``if TYPE_CHECKING:`` imports do not).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.testing.imports import check_cycles, check_layers, import_graph
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ["harness", "reference_agents", "spacegraph"]
+
+#: Top to bottom; a module belongs to the layer of its longest matching prefix.
+LAYERS = [
+    ["spacegraph.cli"],                                  # the `spacegraph` command
+    ["spacegraph"],                                      # demo, report scenarios against peers
+    ["reference_agents.training"],                       # Trainer behind `spacegraph train`
+    ["reference_agents.workers"],                        # vectorised env workers
+    ["reference_agents.agents"],                         # agents: configs, root components, Listing-2 API
+    ["reference_agents.environments"],                   # env factories, Atari frames
+    ["reference_agents.oracles"],                        # NumPy oracles and models of the components
+    ["reference_agents"],                                # the component library (components/)
+    ["harness.measure", "harness.testing"],              # generic measurement; the test harness
+    ["harness.specs"],                                   # spec files: schema, loading, coverage
+    ["harness.execution"],                               # executors, strategies, serialization
+    ["harness.backends"],                                # TF and PyTorch: variables, ops namespace F
+    ["harness.graph"],                                   # components, assembly, build (backend-free)
+    ["harness.spaces"],                                  # spaces (NumPy only)
+    ["harness"],                                         # the package root (version)
+]
+
+
+def _graph(root: Path = REPO):
+    return import_graph(PACKAGES, root)
+
+
+def test_no_upward_imports():
+    problems = check_layers(_graph(), LAYERS)
+    assert not problems, "upward imports:\n" + "\n".join(problems)
+
+
+def test_no_import_cycles():
+    problems = check_cycles(_graph())
+    assert not problems, "import cycles:\n" + "\n".join(problems)
+
+
+def test_every_module_is_in_a_layer():
+    graph = _graph()
+    from harness.testing.imports import _layer_of
+
+    outside = [m for m in graph.modules if _layer_of(m, LAYERS) is None]
+    assert not outside, f"modules in no layer of the contract: {outside}"
+
+
+@pytest.fixture
+def tree_copy(tmp_path):
+    """A copy of the three packages, to plant violations in without touching the checkout."""
+    for package in PACKAGES:
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+@pytest.mark.parametrize("module,line", [
+    ("harness/spaces/planted.py", "from reference_agents.components import Dense\n"),
+    ("harness/graph/planted.py", "def f():\n    import harness.backends.tf.ops\n"),            # lazy upward import
+    ("reference_agents/components/planted.py", "from ..agents import config\n"),            # relative
+    ("reference_agents/agents/planted.py", "import spacegraph.cli\n"),
+])
+def test_planted_upward_import_fails(tree_copy, module, line):
+    (tree_copy / module).write_text(line)
+    problems = check_layers(import_graph(PACKAGES, tree_copy), LAYERS)
+    planted = module[:-3].replace("/", ".")
+    assert any(p.split(": ")[1].startswith(planted + " ") for p in problems), problems
+    assert check_layers(_graph(), LAYERS) == []
+
+
+def test_planted_cycle_fails(tree_copy):
+    (tree_copy / "harness/spaces/planted_a.py").write_text("from harness.spaces import planted_b\n")
+    (tree_copy / "harness/spaces/planted_b.py").write_text("def f():\n    from . import planted_a\n")
+    problems = check_cycles(import_graph(PACKAGES, tree_copy))
+    assert any("harness.spaces.planted_a, harness.spaces.planted_b" in p for p in problems), problems
+
+
+def test_type_checking_imports_are_not_edges(tree_copy):
+    (tree_copy / "harness/spaces/planted.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from reference_agents.agents import DQNAgent\n")
+    assert check_layers(import_graph(PACKAGES, tree_copy), LAYERS) == []

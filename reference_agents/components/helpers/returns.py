@@ -6,7 +6,6 @@ from typing import Any
 
 from harness.graph import Component, api, graph_fn
 from harness.spaces import BoolBox, FloatBox, Space
-from reference_agents.components.helpers.recursion import reverse_recursion, reverse_recursion_tf
 
 
 def check_discount(owner: str, argument: str, value: Any) -> float:
@@ -14,6 +13,16 @@ def check_discount(owner: str, argument: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
         raise ValueError(f"{owner}: {argument} must be a number in [0, 1]; got {value!r}")
     return float(value)
+
+
+def reverse_recursion(F: Any, x: Any, a: Any) -> Any:
+    """``acc_t = x_t + a_t * acc_{t+1}`` with ``acc_T = 0``, over the leading (time) axis of ``x`` ``[T, ...]``.
+
+    ``a`` holds the per-step factors, of ``x``'s shape; the result has ``x``'s shape
+    (``[0, ...]`` for ``T == 0``). One ``F.scan`` in reverse.
+    """
+    zeros = F.zeros_like(F.reduce_sum(x[:1], 0))  # acc_T, of one step's shape (also when T == 0)
+    return F.scan(lambda acc, xa: xa[0] + xa[1] * acc, (x, a), zeros, reverse=True)[1]
 
 
 class DiscountedReturns(Component):
@@ -68,10 +77,6 @@ class DiscountedReturns(Component):
     @graph_fn
     def _graph_fn_recursion(self, F: Any, summands: Any, factors: Any) -> Any:
         return reverse_recursion(F, summands, factors)
-
-    @_graph_fn_recursion.tf
-    def _graph_fn_recursion_tf(self, F: Any, summands: Any, factors: Any) -> Any:
-        return reverse_recursion_tf(F, summands, factors)
 
     @graph_fn
     def _graph_fn_from_time_major(self, F: Any, returns: Any) -> Any:

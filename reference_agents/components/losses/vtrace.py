@@ -6,8 +6,7 @@ from typing import Any
 
 from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, Space
-from reference_agents.components.helpers.recursion import reverse_recursion, reverse_recursion_tf
-from reference_agents.components.helpers.returns import check_discount
+from reference_agents.components.helpers.returns import check_discount, reverse_recursion
 
 
 def check_clip(owner: str, argument: str, value: Any) -> float | None:
@@ -96,10 +95,6 @@ class VTrace(Component):
     @graph_fn
     def _graph_fn_recursion(self, F: Any, deltas: Any, factors: Any) -> Any:
         return reverse_recursion(F, deltas, factors)
-
-    @_graph_fn_recursion.tf
-    def _graph_fn_recursion_tf(self, F: Any, deltas: Any, factors: Any) -> Any:
-        return reverse_recursion_tf(F, deltas, factors)
 
     @graph_fn(returns=2)
     def _graph_fn_targets(self, F: Any, vs_minus_values: Any, log_rhos: Any, discounts: Any, rewards: Any,

@@ -10,7 +10,6 @@ from harness.spaces import FloatBox, IntBox, Space
 from reference_agents.components.memories.replay_memory import (
     ReplayMemory, check_positive_int, is_count, is_index_batch,
 )
-from reference_agents.components.memories.scatter import tf_arange, torch_arange
 from reference_agents.components.memories.segment_tree import SegmentTree
 
 
@@ -140,23 +139,12 @@ class PrioritizedReplay(Component):
     def _masses_space(self, num_space: Space, total_space: Space) -> Space:
         return FloatBox((), batch_rank=True)
 
-    def _masses(self, F: Any, num_records: Any, total: Any, positions: Any) -> Any:
+    @graph_fn(output_spaces=_masses_space)
+    def _graph_fn_masses(self, F: Any, num_records: Any, total: Any) -> Any:
         # Stratified: the k-th of n masses is uniform in [k S / n, (k + 1) S / n).
         u = F.random_uniform(F.reshape(num_records, [1]), dtype="float32")
         strata = F.maximum(F.cast(num_records, "float32"), 1.0)
-        return F.minimum((F.cast(positions, "float32") + u) / strata, 1.0) * total
-
-    @graph_fn(output_spaces=_masses_space)
-    def _graph_fn_masses(self, F: Any, num_records: Any, total: Any) -> Any:
-        raise NotImplementedError("PrioritizedReplay.get_records needs a backend body (an arange)")
-
-    @_graph_fn_masses.tf
-    def _graph_fn_masses(self, F: Any, num_records: Any, total: Any) -> Any:  # noqa: F811 - the TF body
-        return self._masses(F, num_records, total, tf_arange(num_records))
-
-    @_graph_fn_masses.torch
-    def _graph_fn_masses(self, F: Any, num_records: Any, total: Any) -> Any:  # noqa: F811 - the torch body
-        return self._masses(F, num_records, total, torch_arange(int(num_records), total))
+        return F.minimum((F.cast(F.arange(num_records), "float32") + u) / strata, 1.0) * total
 
     def _slots_space(self, slots_space: Space, size_space: Space) -> Space:
         return IntBox(low=0, high=self.capacity - 1, batch_rank=True)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from harness.graph import Component, api, graph_fn
 from harness.spaces import IntBox, Space
 
 from reference_agents.components.common.arguments import check_positive_int
 from reference_agents.components.memories.record_buffers import check_records_space, create_record_buffers
-from reference_agents.components.memories.scatter import scatter_rows_tf, scatter_rows_torch, tf_arange, torch_arange
 
 
 def is_index_batch(space: Space) -> bool:
@@ -97,32 +95,13 @@ class ReplayMemory(Component):
 
     @graph_fn(output_spaces=_slots_space)
     def _graph_fn_insert(self, F: Any, records: Any) -> Any:
-        raise NotImplementedError("ReplayMemory.insert_records needs a backend body (a row scatter)")
-
-    @_graph_fn_insert.tf
-    def _graph_fn_insert(self, F: Any, records: Any) -> Any:  # noqa: F811 - the TF body
-        import tensorflow as tf
-
         flat = self.record_space.flatten_value(records)
-        n = tf.shape(next(iter(flat.values())), out_type=tf.int64)[0]
-        keep = tf.minimum(n, self.capacity)
+        n = F.cast(F.dim(next(iter(flat.values())), 0), "int64")
+        keep = F.minimum(n, self.capacity)
         skip = n - keep
-        rows = (self.index + skip + tf_arange(keep)) % self.capacity
+        rows = (self.index + skip + F.arange(keep)) % self.capacity  # distinct: keep <= capacity
         for path, var in self.buffers.items():
-            scatter_rows_tf(var, rows, flat[path][skip:])
-        self.index.assign((self.index + n) % self.capacity)
-        self.size.assign(tf.minimum(self.size + n, self.capacity))
-        return rows
-
-    @_graph_fn_insert.torch
-    def _graph_fn_insert(self, F: Any, records: Any) -> Any:  # noqa: F811 - the torch body
-        flat = self.record_space.flatten_value(records)
-        n = int(next(iter(flat.values())).shape[0])
-        keep = min(n, self.capacity)
-        skip = n - keep
-        rows = (self.index + skip + torch_arange(keep, self.index)) % self.capacity
-        for path, var in self.buffers.items():
-            scatter_rows_torch(var, rows, flat[path][skip:])
+            F.scatter_update(var, rows, flat[path][skip:], unique=True)
         F.assign(self.index, (self.index + n) % self.capacity)
         F.assign(self.size, F.minimum(self.size + n, self.capacity))
         return rows

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -11,9 +11,6 @@ from harness.spaces import FloatBox, IntBox, Space
 
 from reference_agents.components.common.arguments import check_positive_int
 from reference_agents.components.memories.replay_memory import is_index_batch
-from reference_agents.components.memories.scatter import (
-    last_of_repeats_tf, last_of_repeats_torch, scatter_rows_tf,
-)
 
 OPERATIONS = ("sum", "min")
 
@@ -93,46 +90,16 @@ class SegmentTree(Component):
                                 f"this tree's is {self.operation!r}")
         return self._graph_fn_prefix_sum_index(masses)
 
-    def _combine(self, F: Any, left: Any, right: Any) -> Any:
-        return left + right if self.operation == "sum" else F.minimum(left, right)
-
-    def _update(self, F: Any, indices: Any, values: Any, last_of_repeats: Callable[[Any, Any], tuple[Any, Any]],
-                scatter: Callable[[Any, Any, Any], None]) -> None:
-        # One value per slot (the last given), so no scatter writes a slot twice with
-        # different values, whose outcome the backends leave undefined.
-        leaves, values = last_of_repeats(F.cast(indices, "int64") % self.capacity, F.cast(values, "float32"))
-        nodes = leaves + self.capacity
-        scatter(self.tree, nodes, values)
-        for _ in range(self.depth):
-            nodes = nodes // 2  # siblings give one parent twice, with one value
-            left, right = F.gather(self.tree, 2 * nodes), F.gather(self.tree, 2 * nodes + 1)
-            scatter(self.tree, nodes, self._combine(F, left, right))
-
     @graph_fn(returns=0)
     def _graph_fn_update(self, F: Any, indices: Any, values: Any) -> None:
-        raise NotImplementedError("SegmentTree.update needs a backend body (a row scatter)")
-
-    @_graph_fn_update.tf
-    def _graph_fn_update(self, F: Any, indices: Any, values: Any) -> None:  # noqa: F811 - the TF body
-        self._update(F, indices, values, last_of_repeats_tf, scatter_rows_tf)
-
-    @_graph_fn_update.torch
-    def _graph_fn_update(self, F: Any, indices: Any, values: Any) -> None:  # noqa: F811 - the torch body
-        # Same recomputation as `_update`, with fewer eager ops per level (each op is a
-        # Python-level dispatch on torch): the tree viewed as rows (left, right) gives
-        # both children of node p in one indexing; see reports/replay_vs_rllib.md.
-        import torch
-
-        leaves, values = last_of_repeats_torch(indices.long() % self.capacity, values.float())
-        with torch.no_grad():
-            tree = self.tree
-            nodes = leaves + self.capacity
-            tree[nodes] = values
-            children = tree.view(-1, 2)
-            for _ in range(self.depth):
-                nodes = nodes >> 1  # siblings give one parent twice, with one value
-                pairs = children[nodes]
-                tree[nodes] = pairs[:, 0] + pairs[:, 1] if self.operation == "sum" else pairs.amin(1)
+        nodes = F.cast(indices, "int64") % self.capacity + self.capacity
+        F.scatter_update(self.tree, nodes, values)  # of repeated leaves the last value wins
+        for _ in range(self.depth):
+            # The tree viewed as rows (left child, right child): row p holds node p's children.
+            nodes = nodes // 2  # siblings give one parent twice, with one value: unique=True holds
+            children = F.gather(F.reshape(self.tree, [-1, 2]), nodes)
+            combined = F.reduce_sum(children, 1) if self.operation == "sum" else F.reduce_min(children, 1)
+            F.scatter_update(self.tree, nodes, combined, unique=True)
 
     @graph_fn
     def _graph_fn_reduce(self, F: Any) -> Any:

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.backends.ops import same_padding
 from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, Space
 from reference_agents.components.common.arguments import check_layer_options, check_positive_int
@@ -40,9 +41,7 @@ def conv_output_size(size: int, kernel: int, stride: int, padding: str) -> tuple
     """
     if padding == "valid":
         return (size - kernel) // stride + 1, 0, 0
-    out = -(-size // stride)
-    total = max((out - 1) * stride + kernel - size, 0)
-    return out, total // 2, total - total // 2
+    return same_padding(size, kernel, stride)
 
 
 class Conv2D(Component):
@@ -57,7 +56,7 @@ class Conv2D(Component):
     padding element goes to the bottom/right.
 
     Variables (in the input's dtype): ``kernel`` of shape ``(kh, kw, C, filters)``
-    (the canonical layout on both backends; the PyTorch body permutes it) and,
+    (the canonical HWIO layout on both backends; ``F.conv2d`` takes it as it is) and,
     with ``use_bias``, ``bias`` of shape ``(filters,)``.
 
     Args:
@@ -96,8 +95,7 @@ class Conv2D(Component):
         self.bias_initializer = bias_initializer
         self.kernel: Any = None
         self.bias: Any = None
-        # ((pad_top, pad_bottom), (pad_left, pad_right)) and the output's core shape, once the input is known.
-        self.pads: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
+        # The output's core shape, once the input is known.
         self.output_shape: tuple[int, int, int] = (0, 0, 0)
         self.batch_only = True  # inputs carry a batch rank only (no time rank): no fold/unfold reshapes
 
@@ -121,7 +119,7 @@ class Conv2D(Component):
     def create_variables(self, input_spaces: dict[str, Space]) -> None:
         """Creates ``kernel`` ``(kh, kw, C, filters)`` and, with ``use_bias``, ``bias`` ``(filters,)``."""
         space = input_spaces["inputs"]
-        self.output_shape, self.pads = self._geometry(space)
+        self.output_shape, _ = self._geometry(space)
         self.batch_only = not space.has_time_rank
         dtype = space.dtype.name
         kh, kw = self.kernel_size
@@ -149,26 +147,6 @@ class Conv2D(Component):
 
     @graph_fn
     def _graph_fn_apply(self, F: Any, inputs: Any) -> Any:
-        raise NotImplementedError("Conv2D has no backend-neutral body: F has no convolution op")
-
-    @_graph_fn_apply.tf
-    def _graph_fn_apply_tf(self, F: Any, inputs: Any) -> Any:
-        import tensorflow as tf
-
         images, lead = self._fold(F, inputs)
-        out = tf.nn.conv2d(images, self.kernel, strides=[1, *self.strides, 1], padding=self.padding.upper())
-        if self.use_bias:
-            out = tf.nn.bias_add(out, self.bias)  # lets oneDNN fuse conv + bias (+ relu)
+        out = F.conv2d(images, self.kernel, self.strides, self.padding, self.bias if self.use_bias else None)
         return self._unfold(F, out, lead)
-
-    @_graph_fn_apply.torch
-    def _graph_fn_apply_torch(self, F: Any, inputs: Any) -> Any:
-        import torch
-
-        images, lead = self._fold(F, inputs)
-        (top, bottom), (left, right) = self.pads
-        images = images.permute(0, 3, 1, 2)
-        if top or bottom or left or right:
-            images = torch.nn.functional.pad(images, (left, right, top, bottom))
-        out = torch.nn.functional.conv2d(images, self.kernel.permute(3, 2, 0, 1), self.bias, stride=self.strides)
-        return self._unfold(F, out.permute(0, 2, 3, 1), lead)

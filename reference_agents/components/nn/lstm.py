@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, Space, Tuple
 from reference_agents.components.common.arguments import check_initializer, check_positive_int
@@ -89,34 +88,6 @@ class LSTM(Component):
 
     @graph_fn(returns=3)
     def _graph_fn_apply(self, F: Any, inputs: Any, initial_state: Any) -> Any:
-        raise NotImplementedError("LSTM has no backend-neutral body: F has no loop over a dynamic time rank")
-
-    @_graph_fn_apply.tf
-    def _graph_fn_apply_tf(self, F: Any, inputs: Any, initial_state: Any) -> Any:
-        import tensorflow as tf
-
-        h0, c0 = initial_state
-
-        def run() -> tuple[Any, Any, Any]:
-            hs, cs = tf.scan(lambda state, x: self._cell(F, x, *state), tf.transpose(inputs, [1, 0, 2]),
-                             initializer=(h0, c0))
-            return tf.transpose(hs, [1, 0, 2]), hs[-1], cs[-1]
-
-        # tf.scan cannot stack zero steps of an unknown batch size: T = 0 takes the other branch.
-        def empty() -> tuple[Any, Any, Any]:
-            return tf.zeros(tf.stack([tf.shape(h0)[0], 0, self.units]), h0.dtype), h0, c0
-
-        return tf.cond(tf.shape(inputs)[1] > 0, run, empty)
-
-    @_graph_fn_apply.torch
-    def _graph_fn_apply_torch(self, F: Any, inputs: Any, initial_state: Any) -> Any:
-        import torch
-
-        h, c = initial_state
-        outputs = []
-        for t in range(inputs.shape[1]):
-            h, c = self._cell(F, inputs[:, t], h, c)
-            outputs.append(h)
-        if not outputs:
-            return h.new_zeros((h.shape[0], 0, self.units)), h, c
-        return torch.stack(outputs, 1), h, c
+        (h, c), (hs, _) = F.scan(lambda state, x: self._cell(F, x, *state), F.transpose(inputs, [1, 0, 2]),
+                                 tuple(initial_state))
+        return F.transpose(hs, [1, 0, 2]), h, c

@@ -10,7 +10,6 @@ from harness.spaces import IntBox, Space
 from reference_agents.components.common.arguments import check_positive_int
 from reference_agents.components.memories.replay_memory import is_count
 from reference_agents.components.memories.record_buffers import check_records_space, create_record_buffers
-from reference_agents.components.memories.scatter import scatter_rows_tf, scatter_rows_torch, tf_arange, torch_arange
 
 
 class FIFOQueue(Component):
@@ -93,34 +92,14 @@ class FIFOQueue(Component):
 
     @graph_fn(output_spaces=_count_space)
     def _graph_fn_enqueue(self, F: Any, records: Any) -> Any:
-        raise NotImplementedError("FIFOQueue.enqueue_records needs a backend body (a row scatter)")
-
-    @_graph_fn_enqueue.tf
-    def _graph_fn_enqueue(self, F: Any, records: Any) -> Any:  # noqa: F811 - the TF body
-        import tensorflow as tf
-
         flat = self.record_space.flatten_value(records)
-        n = tf.shape(next(iter(flat.values())), out_type=tf.int64)[0]
-        accepted = tf.minimum(n, self.capacity - self.size)
-        rows = (self.head + self.size + tf_arange(accepted)) % self.capacity
+        n = F.cast(F.dim(next(iter(flat.values())), 0), "int64")
+        accepted = F.minimum(n, self.capacity - self.size)
+        rows = (self.head + self.size + F.arange(accepted)) % self.capacity  # distinct: accepted <= free slots
         for path, var in self.buffers.items():
-            scatter_rows_tf(var, rows, flat[path][:accepted])
-        self.size.assign_add(accepted)
-        return accepted
-
-    @_graph_fn_enqueue.torch
-    def _graph_fn_enqueue(self, F: Any, records: Any) -> Any:  # noqa: F811 - the torch body
-        import torch
-
-        flat = self.record_space.flatten_value(records)
-        n = int(next(iter(flat.values())).shape[0])
-        size = int(self.size)
-        accepted = min(n, self.capacity - size)
-        rows = (self.head + size + torch_arange(accepted, self.head)) % self.capacity
-        for path, var in self.buffers.items():
-            scatter_rows_torch(var, rows, flat[path][:accepted])
+            F.scatter_update(var, rows, flat[path][:accepted], unique=True)
         F.assign(self.size, self.size + accepted)
-        return torch.tensor(accepted, dtype=torch.int64, device=self.size.device)
+        return accepted
 
     def _front(self, F: Any, positions: Any, count: Any) -> Any:
         """The records at ``head + positions`` (mod capacity), zeros where ``positions >= count``."""
@@ -135,29 +114,12 @@ class FIFOQueue(Component):
 
     @graph_fn(returns=2, output_spaces=_dequeued_spaces)
     def _graph_fn_dequeue(self, F: Any, num_records: Any) -> Any:
-        raise NotImplementedError("FIFOQueue.dequeue_records needs a backend body (a range of rows)")
-
-    @_graph_fn_dequeue.tf
-    def _graph_fn_dequeue(self, F: Any, num_records: Any) -> Any:  # noqa: F811 - the TF body
-        import tensorflow as tf
-
-        n = tf.maximum(tf.cast(num_records, tf.int64), 0)
-        count = tf.minimum(n, self.size)
-        records = self._front(F, tf_arange(n), count)
-        self.head.assign((self.head + count) % self.capacity)
-        self.size.assign_sub(count)
-        return records, count
-
-    @_graph_fn_dequeue.torch
-    def _graph_fn_dequeue(self, F: Any, num_records: Any) -> Any:  # noqa: F811 - the torch body
-        import torch
-
-        n = max(int(num_records), 0)
-        count = min(n, int(self.size))
-        records = self._front(F, torch_arange(n, self.head), count)
+        n = F.maximum(F.cast(num_records, "int64"), 0)
+        count = F.minimum(n, self.size)
+        records = self._front(F, F.arange(n), count)
         F.assign(self.head, (self.head + count) % self.capacity)
         F.assign(self.size, self.size - count)
-        return records, torch.tensor(count, dtype=torch.int64, device=self.size.device)
+        return records, count
 
     @graph_fn
     def _graph_fn_get_size(self, F: Any) -> Any:

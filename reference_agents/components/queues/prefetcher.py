@@ -12,47 +12,18 @@ from typing import Any, Callable
 
 import numpy as np
 
+from harness.backends import BACKENDS, Backend, get_backend
+
 __all__ = ["Prefetcher"]
 
 
-def _map(fn: Callable[[Any], Any], value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _map(fn, v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return type(value)(_map(fn, v) for v in value)
-    return fn(value)
-
-
-def _to_torch(device: str | None) -> Callable[[Any], Any]:
-    import torch
-
-    target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    pin = target.type == "cuda" and torch.cuda.is_available()
-
-    def move(leaf: Any) -> Any:
-        tensor = leaf if isinstance(leaf, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(leaf))
-        if pin and tensor.device.type == "cpu":
-            tensor = tensor.pin_memory()  # page-locked: the copy below can run asynchronously
-        return tensor.to(target, non_blocking=True)
-    return move
-
-
-def _to_tf(device: str | None) -> Callable[[Any], Any]:
-    import tensorflow as tf
-
-    target = device or ("/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0")
-
-    def move(leaf: Any) -> Any:
-        with tf.device(target):
-            return tf.identity(leaf)
-    return move
-
-
-_TRANSFERS: dict[str | None, Callable[[str | None], Callable[[Any], Any]]] = {
-    None: lambda device: (lambda leaf: leaf),
-    "torch": _to_torch,
-    "tf": _to_tf,
-}
+def _resolve(backend: Any) -> Backend | None:
+    """None, a `Backend`, or a backend built from its name (``"tf"``/``"torch"``) for its `Backend.to_device`."""
+    if backend is None or isinstance(backend, Backend):
+        return backend
+    if backend not in BACKENDS:
+        raise ValueError(f"Prefetcher: backend must be one of {[None, *BACKENDS]} or a Backend; got {backend!r}")
+    return get_backend(backend)
 
 
 class _Failure:
@@ -67,9 +38,9 @@ class Prefetcher:
     """Calls ``fn()`` on a background thread and keeps up to ``depth`` results staged for `next`.
 
     With a ``backend``, each staged batch is also moved to ``device`` on the
-    background thread: torch leaves become tensors copied with ``non_blocking=True``
-    from pinned memory when the target is a CUDA device, TF leaves go through
-    ``tf.identity`` under ``tf.device``. So the host-to-device copy of batch k+1
+    background thread by the backend's `Backend.to_device` (PyTorch: tensors copied
+    with ``non_blocking=True`` from pinned memory when the target is a CUDA device;
+    TF: ``tf.identity`` under ``tf.device``). So the host-to-device copy of batch k+1
     overlaps the compute on batch k. On a CPU-only machine the "copy" is a plain
     copy (or none) and the overlap is only that of two Python threads.
 
@@ -82,7 +53,8 @@ class Prefetcher:
     Args:
         fn: returns the next batch (an array or tensor, or a dict/tuple of them).
         depth: the most batches staged ahead, a positive int.
-        backend: None (results passed as they are), ``"torch"`` or ``"tf"``.
+        backend: None (results passed as they are), ``"torch"``, ``"tf"`` or a `Backend`
+            (e.g. ``executor.backend``).
         device: the target device (torch ``"cuda:0"``, TF ``"/GPU:0"``); None picks the
             first GPU when there is one, else the CPU.
 
@@ -90,17 +62,16 @@ class Prefetcher:
         ValueError: naming ``depth`` or ``backend`` when invalid.
     """
 
-    def __init__(self, fn: Callable[[], Any], depth: int = 1, backend: str | None = None,
+    def __init__(self, fn: Callable[[], Any], depth: int = 1, backend: str | Backend | None = None,
                  device: str | None = None) -> None:
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth <= 0:
             raise ValueError(f"Prefetcher: depth must be a positive int; got {depth!r}")
-        if backend not in _TRANSFERS:
-            raise ValueError(f"Prefetcher: backend must be one of {list(_TRANSFERS)}; got {backend!r}")
+        self.backend = _resolve(backend)
         if not callable(fn):
             raise ValueError(f"Prefetcher: fn must be callable; got {fn!r}")
         self.fn = fn
         self.depth = int(depth)
-        self._move = _TRANSFERS[backend](device)
+        self.device = device
         self._staged: queue.Queue = queue.Queue(maxsize=self.depth)
         self._stop = threading.Event()
         self._finished = False
@@ -120,7 +91,9 @@ class Prefetcher:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                item = _map(self._move, self.fn())
+                item = self.fn()
+                if self.backend is not None:
+                    item = self.backend.to_device(item, self.device)
             except StopIteration:
                 self._offer(_END)
                 return

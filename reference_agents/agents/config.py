@@ -10,6 +10,7 @@ defaults); ``reference_agents/configs/dqn_cartpole.yaml`` is a complete example:
     network: {layers: [{type: dense, units: 64, activation: relu}], dueling: false}
     preprocessing: []         # stateless in-graph preprocessors (e.g. [{type: divide, divisor: 255}])
     memory: {type: replay, capacity: 50000}          # or {type: prioritized, capacity, alpha, beta, epsilon}
+                              # or {type: frames, capacity, prioritized, form: host|graph, compression: lz4}
     loss: {gamma: 0.99, double_q: true, huber_delta: 1.0, n_step: 1}
     optimizer: {type: adam, learning_rate: 0.001, clip_grad_norm: 10.0}   # adam | sgd | rmsprop (+ their args)
     exploration: {type: linear, from: 1.0, to: 0.02, steps: 10000}        # an EpsilonGreedy schedule
@@ -63,13 +64,22 @@ class NetworkConfig(_Section):
 
 
 class MemoryConfig(_Section):
-    """Replay: ``replay`` (uniform `ReplayMemory`) or ``prioritized`` (`PrioritizedReplay`)."""
+    """Replay: ``replay`` (uniform `ReplayMemory`), ``prioritized`` (`PrioritizedReplay`) or ``frames``
+    (frame-stack transitions with each frame stored once: `HostFrameReplay` with ``form: host``,
+    in-graph `FrameReplay` with ``form: graph``; uniform or prioritized by ``prioritized``)."""
 
-    type: Literal["replay", "prioritized"] = "replay"
+    type: Literal["replay", "prioritized", "frames"] = "replay"
     capacity: int = Field(50_000, ge=1)
     alpha: float = 0.6
     beta: float = 0.4
     epsilon: float = 1e-6
+    prioritized: bool = Field(True, description="frames only: proportional prioritized (else uniform) sampling")
+    form: Literal["host", "graph"] = Field("host", description="frames only: host-side NumPy store or graph "
+                                                                "variables (see docs/architecture.md)")
+    compression: Literal["lz4"] | None = Field(None, description="frames, form host only: LZ4 per frame")
+    frame_capacity: int | None = Field(None, ge=1, description="frames only: frame slots (default capacity + 1% "
+                                                                "+ two stacks)")
+    match_window: int = Field(4096, ge=1, description="frames only: newest frames a new stack may reuse")
 
 
 class LossConfig(_Section):

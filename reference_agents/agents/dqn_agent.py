@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import json
-import os
-import time
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from harness.execution.executor import GraphExecutor
-from harness.execution.serialization import atomic_file
 from harness.graph.errors import SpacegraphError
 from harness.spaces import BoolBox, Dict, FloatBox, IntBox, Space, parse
+from reference_agents.agents.checkpoints import CHECKPOINT_REPLAY, CHECKPOINT_STATE, CHECKPOINT_WEIGHTS, \
+    CheckpointMixin
 from reference_agents.agents.config import ConfigError, load_agent_config
 from reference_agents.agents.dqn_graph import RECORD_KEYS, DQNGraph
+from reference_agents.agents.replay_stores import GraphFrameReplay, GraphReplay, HostReplay
+from reference_agents.agents.staging import StagingMixin
 from reference_agents.components.helpers import NStepAccumulator
+from reference_agents.components.memories import HostFrameReplay
+from reference_agents.components.memories.frame_replay import TRANSITION_SPACE
 from reference_agents.components.nn.network import nature_dqn_layers
 
-CHECKPOINT_WEIGHTS = "agent_variables.npz"
-CHECKPOINT_STATE = "agent_state.npz"
+__all__ = ["CHECKPOINT_REPLAY", "CHECKPOINT_STATE", "CHECKPOINT_WEIGHTS", "DQNAgent"]
 
 
 def _as_space(space: Any, what: str) -> Space:
@@ -30,13 +31,7 @@ def _as_space(space: Any, what: str) -> Space:
     raise TypeError(f"DQNAgent: {what} must be a Space or its text form; got {space!r}")
 
 
-def _atomic_savez(path: str, arrays: dict[str, np.ndarray]) -> None:
-    """Writes an ``.npz`` beside ``path`` and renames it into place (an error never leaves half a file)."""
-    with atomic_file(path, suffix=".npz") as fh:
-        np.savez(fh, **arrays)
-
-
-class DQNAgent:
+class DQNAgent(StagingMixin, CheckpointMixin):
     """A DQN agent (double Q, dueling, n-step and prioritized replay as options) built from a config.
 
     The agent owns a `GraphExecutor` over a `DQNGraph` on the backend the
@@ -85,6 +80,7 @@ class DQNAgent:
         self.backend = cfg.backend
         self.seed = cfg.seed
         self.gamma, self.n_step = float(cfg.loss.gamma), int(cfg.loss.n_step)
+        self.replay = self._make_replay()
         self.graph = self._make_graph()
         self.executor = self._build()
         self.timesteps = 0          # env steps observed (summed over environments)
@@ -101,12 +97,45 @@ class DQNAgent:
     def _component_error(self, key: str, exc: Exception) -> ConfigError:
         return ConfigError(self.config_source, [(key, str(exc))])
 
+    def _make_replay(self) -> Any:
+        """The replay: records in the graph, frames in the graph (`FrameReplay`) or host-side."""
+        mem = self.config.memory
+        if mem.type != "frames":
+            return GraphReplay()
+        shape = self.state_space.shape
+        if self.state_space.dtype != np.uint8 or len(shape) < 2:
+            raise ConfigError(self.config_source, [("memory.type", f"frames needs uint8 frame stacks "
+                                                                   f"[..., stack] as states; the env gives "
+                                                                   f"{self.state_space!r}")])
+        if mem.form == "graph" and mem.compression is not None:
+            raise ConfigError(self.config_source, [("memory.compression", f"compression "
+                                                    f"{mem.compression!r} is only for memory.form: host (the "
+                                                    f"in-graph FrameReplay keeps frames uncompressed)")])
+        try:
+            if mem.form == "graph":
+                return GraphFrameReplay(mem.capacity, shape[:-1], shape[-1], mem.frame_capacity, mem.match_window)
+            return HostReplay(HostFrameReplay(mem.capacity, shape[:-1], shape[-1], mem.prioritized, mem.alpha,
+                                              mem.beta, mem.epsilon, mem.compression, mem.frame_capacity,
+                                              mem.match_window, seed=self.seed))
+        except ValueError as exc:
+            text = str(exc)
+            key = next((f"memory.{k}" for k in ("frame_capacity", "capacity", "stack", "alpha", "beta", "epsilon",
+                                                "match_window") if f"{k} " in text), "memory")
+            raise ConfigError(self.config_source, [(key, text)]) from None
+
     def _make_graph(self) -> DQNGraph:
         cfg = self.config
         layers = nature_dqn_layers() if cfg.network.layers == "nature" else cfg.network.layers
         memory = cfg.memory.model_dump()
         if memory["type"] == "replay":
             memory = {"type": "replay", "capacity": memory["capacity"]}
+        elif memory["type"] == "frames":
+            memory = None if memory["form"] == "host" else {
+                "type": "frames", "capacity": memory["capacity"], "stack": self.state_space.shape[-1],
+                "frame_capacity": memory["frame_capacity"], "prioritized": memory["prioritized"],
+                "alpha": memory["alpha"], "beta": memory["beta"], "epsilon": memory["epsilon"]}
+        else:
+            memory = {k: memory[k] for k in ("type", "capacity", "alpha", "beta", "epsilon")}
         optimizer = cfg.optimizer.model_dump()
         loss = cfg.loss.model_dump()
         try:
@@ -141,10 +170,15 @@ class DQNAgent:
     def _build(self) -> GraphExecutor:
         states = self.state_space.with_batch_rank()
         spaces = {"states": states, "time_step": "int64[]", "records": self.record_space(),
-                  "batch_size": "int64[]", "importance_weights": "float32[B]"}
+                  "importance_weights": "float32[B]"}
+        if "update_from_memory" in self.replay.methods:
+            spaces["batch_size"] = "int64[]"
+        if isinstance(self.replay, GraphFrameReplay):
+            frame = ",".join(str(d) for d in self.state_space.shape[:-1])
+            spaces.update(frame_slots="int64[B]", frames=f"uint8[B,{frame}]", frame_prevs="int64[B]",
+                          transitions=TRANSITION_SPACE, dead_slots="int64[B]")
         methods = ["q_values", "act", "act_greedy", "act_preprocessed", "act_greedy_preprocessed", "epsilon",
-                   "insert_records", "memory_size", "update_from_memory", "update_from_batch", "td_errors",
-                   "sync_target"]
+                   *self.replay.methods, "update_from_batch", "td_errors", "sync_target"]
         if self.graph.preprocessor is not None:
             methods.append("preprocess")
         spaces["preprocessed_states"] = self._preprocessed_space()
@@ -207,96 +241,6 @@ class DQNAgent:
         """The exploration epsilon at the current time step."""
         return float(self.executor.execute("epsilon", np.int64(self.timesteps)))
 
-    # ---- observing --------------------------------------------------------------------------------
-    def observe(self, states: Any, actions: Any, rewards: Any, terminals: Any, next_states: Any,
-                env_id: Any = None, truncated: Any = None) -> None:
-        """Takes one environment step of N environments (or of one, unbatched) and stages its transitions.
-
-        Args:
-            states: the observations acted on, ``[N, *obs_shape]``.
-            actions: the actions taken, ``[N]``.
-            rewards: ``[N]``.
-            terminals: gymnasium's ``terminated``, ``[N]`` bools: no bootstrap from these next states.
-            next_states: the observations after the step (for an episode that ended, its *final*
-                observation, not the reset one), ``[N, *obs_shape]``.
-            env_id: which environment each row came from (default ``0..N-1``); n-step windows are
-                kept per environment.
-            truncated: gymnasium's ``truncated`` (time limits), ``[N]`` bools (default all False):
-                these transitions bootstrap.
-
-        Raises:
-            ValueError: naming the argument whose shape or length does not fit.
-        """
-        batch, single = self._batch(states, self.state_space, "observe")
-        n = batch.shape[0]
-        nxt, _ = self._batch(next_states, self.state_space, "observe (next_states)")
-
-        def column(value: Any, name: str, dtype: Any) -> np.ndarray:
-            arr = np.asarray(value, dtype=dtype).reshape(-1) if value is not None else np.zeros(n, dtype)
-            if arr.shape != (n,):
-                raise ValueError(f"DQNAgent.observe: {name} must have one entry per state ({n}); got shape "
-                                 f"{np.shape(value)}")
-            return arr
-
-        actions_ = column(actions, "actions", np.int64)
-        if np.any((actions_ < 0) | (actions_ >= self.num_actions)):
-            raise ValueError(f"DQNAgent.observe: actions must lie in 0..{self.num_actions - 1}; got {actions_}")
-        rewards_ = column(rewards, "rewards", np.float64)
-        terminals_ = column(terminals, "terminals", bool)
-        truncated_ = column(truncated, "truncated", bool)
-        ids = column(list(range(n)) if env_id is None else env_id, "env_id", np.int64)
-        if nxt.shape[0] != n:
-            raise ValueError(f"DQNAgent.observe: next_states has {nxt.shape[0]} rows, states {n}")
-        for i in range(n):
-            acc = self._accumulators.get(int(ids[i]))
-            if acc is None:
-                acc = self._accumulators[int(ids[i])] = NStepAccumulator(self.n_step, self.gamma)
-            self._staged += acc.push(batch[i], actions_[i], rewards_[i], nxt[i], bool(terminals_[i]),
-                                     bool(truncated_[i]) and not bool(terminals_[i]))
-        self.timesteps += n
-        if len(self._staged) >= self.flush_every:
-            self.flush()
-
-    def observe_transitions(self, records: dict[str, Any], count_steps: bool = True) -> None:
-        """Stages transitions folded elsewhere (worker-side n-step): a dict of ``RECORD_KEYS`` arrays.
-
-        Args:
-            records: ``states``, ``actions``, ``rewards``, ``terminals``, ``next_states``, ``discounts`` (``gamma^k``).
-            count_steps: add the number of records to `timesteps` (each stands for one env step).
-        """
-        missing = [k for k in RECORD_KEYS if k not in records]
-        if missing:
-            raise ValueError(f"DQNAgent.observe_transitions: records lack {missing}; they need {list(RECORD_KEYS)}")
-        n = len(records["actions"])
-        for i in range(n):
-            self._staged.append({k: records[k][i] for k in RECORD_KEYS})
-        if count_steps:
-            self.timesteps += n
-        if len(self._staged) >= self.flush_every:
-            self.flush()
-
-    def _records(self, rows: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
-        return {
-            "states": np.stack([r["states"] for r in rows]).astype(self.state_space.dtype, copy=False),
-            "actions": np.asarray([r["actions"] for r in rows], np.int64),
-            "rewards": np.asarray([r["rewards"] for r in rows], np.float32),
-            "terminals": np.asarray([r["terminals"] for r in rows], bool),
-            "next_states": np.stack([r["next_states"] for r in rows]).astype(self.state_space.dtype, copy=False),
-            "discounts": np.asarray([r["discounts"] for r in rows], np.float32),
-        }
-
-    def flush(self) -> int:
-        """Writes the staged transitions into replay in one call; returns how many."""
-        if not self._staged:
-            return 0
-        rows, self._staged = self._staged, []
-        self.executor.execute("insert_records", self._records(rows))
-        return len(rows)
-
-    def memory_size(self) -> int:
-        """The number of records in replay (staged ones not included)."""
-        return int(self.executor.execute("memory_size"))
-
     # ---- learning ----------------------------------------------------------------------------------
     def _after_update(self, out: Any) -> dict[str, Any]:
         loss, grad_norm, td_errors = out
@@ -326,8 +270,7 @@ class DQNAgent:
             if size < self.config.update.batch_size:
                 raise RuntimeError(f"DQNAgent.update: replay holds {size} records, fewer than update.batch_size="
                                    f"{self.config.update.batch_size}; observe more first")
-            return self._after_update(self.executor.execute("update_from_memory",
-                                                            np.int64(self.config.update.batch_size)))
+            return self._after_update(self.replay.learn(self.executor, self.config.update.batch_size))
         records, weights = self._external(batch)
         return self._after_update(self.executor.execute("update_from_batch", records, weights))
 
@@ -411,126 +354,3 @@ class DQNAgent:
         self.executor.set_weights({target + k[len(online):]: v for k, v in weights.items() if k.startswith(online)},
                                   strict=False)
 
-    def export_model(self, path: str) -> str:
-        """Writes the Q-network's weights and the config to ``path`` (``.npz``, atomically); returns the path."""
-        path = os.fspath(path)
-        if not path.endswith(".npz"):
-            path += ".npz"
-        meta = {"format": "spacegraph-dqn-model", "config": self.config.model_dump(by_alias=True),
-                "backend": self.backend, "state_space": repr(self.state_space), "num_actions": self.num_actions}
-        arrays = {"__meta__": np.array(json.dumps(meta))}
-        arrays.update({f"w:{k}": v for k, v in self.get_weights().items()})
-        _atomic_savez(path, arrays)
-        return path
-
-    def import_model(self, path: str) -> None:
-        """Loads a file `export_model` wrote (from either backend) into the online and target networks.
-
-        Raises:
-            ValueError: naming the file and what does not fit; the agent is unchanged then.
-        """
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                meta = json.loads(str(data["__meta__"]))
-                weights = {k[2:]: data[k] for k in data.files if k.startswith("w:")}
-        except (OSError, KeyError, ValueError) as exc:
-            raise ValueError(f"DQNAgent.import_model: {path} is not a DQN model file: {exc}") from None
-        if meta.get("format") != "spacegraph-dqn-model":
-            raise ValueError(f"DQNAgent.import_model: {path} is not a DQN model file (format {meta.get('format')!r})")
-        if meta.get("num_actions") != self.num_actions or meta.get("state_space") != repr(self.state_space):
-            raise ValueError(f"DQNAgent.import_model: {path} is for states {meta.get('state_space')} and "
-                             f"{meta.get('num_actions')} actions; this agent has {self.state_space!r} and "
-                             f"{self.num_actions}")
-        try:
-            self.set_weights(weights)
-        except ValueError as exc:
-            raise ValueError(f"DQNAgent.import_model: {path}: {exc}") from None
-
-    # ---- checkpoints --------------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """The Python-side state: counters, open n-step windows and staged transitions."""
-        return {"timesteps": self.timesteps, "updates": self.updates, "updates_due_at": self._updates_due_at,
-                "accumulators": {str(k): a.state_dict() for k, a in self._accumulators.items()},
-                "staged": list(self._staged)}
-
-    def save_checkpoint(self, directory: str) -> str:
-        """Writes everything needed to continue training into ``directory``: every graph variable (networks,
-        target, optimizer state, replay contents) and the Python-side state. Files are replaced atomically,
-        so an interrupted save leaves the previous checkpoint intact. Returns the directory."""
-        os.makedirs(directory, exist_ok=True)
-        self.flush()  # staged transitions go to replay, where the variables keep them
-        _atomic_savez(os.path.join(directory, CHECKPOINT_WEIGHTS),
-                      {f"w:{k}": v for k, v in self.executor.get_weights().items()})
-        state = self.state_dict()
-        windows = {}
-        for env, acc in state["accumulators"].items():
-            for j, (s, a, r) in enumerate(acc["steps"]):
-                windows[f"s:{env}:{j}"] = np.asarray(s)
-                windows[f"a:{env}:{j}"] = np.asarray(a)
-                windows[f"r:{env}:{j}"] = np.asarray(r)
-            if acc["steps"]:
-                windows[f"next:{env}"] = np.asarray(acc["last_next_state"])
-            acc["steps"] = len(acc["steps"])
-            acc.pop("last_next_state")
-        meta = {"format": "spacegraph-dqn-checkpoint", "config": self.config.model_dump(by_alias=True),
-                "backend": self.backend, "state_space": repr(self.state_space),
-                "action_space": repr(self.action_space), "saved_at": time.time(),
-                "timesteps": state["timesteps"], "updates": state["updates"],
-                "updates_due_at": state["updates_due_at"], "accumulators": state["accumulators"]}
-        _atomic_savez(os.path.join(directory, CHECKPOINT_STATE), {"__meta__": np.array(json.dumps(meta)), **windows})
-        return directory
-
-    def restore(self, directory: str) -> None:
-        """Loads a checkpoint `save_checkpoint` wrote (either backend) into this agent.
-
-        Environment states are not part of a checkpoint, so the episodes in progress when it was
-        saved cannot continue: their open n-step windows are closed as cut short (bootstrapping
-        from the last observed state with ``gamma^k``, like a time limit) and staged for replay.
-
-        Raises:
-            ValueError: naming the directory and what is missing or does not fit; nothing changes then.
-        """
-        weights_path = os.path.join(directory, CHECKPOINT_WEIGHTS)
-        state_path = os.path.join(directory, CHECKPOINT_STATE)
-        try:
-            with np.load(state_path, allow_pickle=False) as data:
-                meta = json.loads(str(data["__meta__"]))
-                arrays = {k: data[k] for k in data.files if k != "__meta__"}
-            with np.load(weights_path, allow_pickle=False) as data:
-                weights = {k[2:]: data[k] for k in data.files if k.startswith("w:")}
-        except (OSError, KeyError, ValueError) as exc:
-            raise ValueError(f"DQNAgent.restore: {directory} holds no readable agent checkpoint: {exc}") from None
-        if meta.get("state_space") != repr(self.state_space) or meta.get("action_space") != repr(self.action_space):
-            raise ValueError(f"DQNAgent.restore: {directory} is for states {meta.get('state_space')} and actions "
-                             f"{meta.get('action_space')}; this agent has {self.state_space!r} and "
-                             f"{self.action_space!r}")
-        try:
-            self.executor.set_weights(weights)
-        except ValueError as exc:
-            raise ValueError(f"DQNAgent.restore: {weights_path}: {exc} (was it saved with another config?)") from None
-        self.timesteps, self.updates = int(meta["timesteps"]), int(meta["updates"])
-        self._updates_due_at = int(meta["updates_due_at"])
-        self._accumulators = {}
-        self._staged = []
-        for env, acc in meta["accumulators"].items():
-            steps = [(arrays[f"s:{env}:{j}"], arrays[f"a:{env}:{j}"].item(), float(arrays[f"r:{env}:{j}"]))
-                     for j in range(acc["steps"])]
-            restored = NStepAccumulator(acc["n"], acc["gamma"])
-            restored.load_state_dict({"n": acc["n"], "gamma": acc["gamma"], "steps": steps,
-                                      "last_next_state": arrays.get(f"next:{env}")})
-            self._staged += restored.flush()
-            self._accumulators[int(env)] = restored
-
-    @classmethod
-    def load_checkpoint(cls, directory: str, backend: str | None = None) -> "DQNAgent":
-        """A new agent built from the config saved in ``directory`` (on ``backend`` or the saved one), restored."""
-        try:
-            with np.load(os.path.join(directory, CHECKPOINT_STATE), allow_pickle=False) as data:
-                meta = json.loads(str(data["__meta__"]))
-        except (OSError, KeyError, ValueError) as exc:
-            raise ValueError(f"DQNAgent.load_checkpoint: {directory} holds no readable agent checkpoint: "
-                             f"{exc}") from None
-        agent = cls(meta["config"], backend=backend or meta["backend"], state_space=meta["state_space"],
-                    action_space=meta["action_space"])
-        agent.restore(directory)
-        return agent

@@ -9,7 +9,7 @@ from harness.spaces import FloatBox, IntBox, Space
 from reference_agents.components.common import ContainerSplitter, Dense, Synchronizer
 from reference_agents.components.explorations import EpsilonGreedy
 from reference_agents.components.losses import DQNLoss
-from reference_agents.components.memories import PrioritizedReplay, ReplayMemory
+from reference_agents.components.memories import FrameReplay, PrioritizedReplay, ReplayMemory
 from reference_agents.components.nn import DuelingHead, NeuralNetwork
 from reference_agents.components.optimizers import SGD, Adam, RMSProp
 from reference_agents.components.preprocessors import PreprocessorStack
@@ -50,8 +50,8 @@ class DQNGraph(Component):
 
     Sub-components: ``preprocessor`` (a stateless `PreprocessorStack`, optional),
     ``q_network`` and its non-trainable copy ``target_q_network`` (`QNetwork`),
-    ``exploration`` (`EpsilonGreedy`), ``memory`` (`ReplayMemory` or
-    `PrioritizedReplay`), ``splitter`` (records to fields), ``loss`` (`DQNLoss`),
+    ``exploration`` (`EpsilonGreedy`), ``memory`` (`ReplayMemory`, `PrioritizedReplay`,
+    `FrameReplay`, or none when replay is host-side), ``splitter`` (records to fields), ``loss`` (`DQNLoss`),
     ``optimizer`` (over the Q-network) and ``synchronizer`` (online -> target).
 
     Replay stores the observations as the environment gave them; preprocessing
@@ -68,7 +68,8 @@ class DQNGraph(Component):
     - ``act_preprocessed(preprocessed_states, time_step)``, ``act_greedy_preprocessed(preprocessed_states)``
       and ``preprocess(states)`` (only with a preprocessor);
     - ``q_values(states)``; ``epsilon(time_step)``;
-    - ``insert_records(records)`` -> slots; ``memory_size()``;
+    - ``insert_records(records)`` -> slots; ``memory_size()``; with a `FrameReplay`
+      ``insert_frames(frame_slots, frames, frame_prevs, transitions, dead_slots)`` instead;
     - ``update_from_memory(batch_size)`` -> ``(loss, grad_norm, td_errors)``: samples, learns and (PER) writes
       the new priorities ``|td_error|`` back;
     - ``update_from_batch(records, importance_weights)`` -> ``(loss, grad_norm, td_errors)``;
@@ -79,7 +80,7 @@ class DQNGraph(Component):
     spec_exempt = "the whole DQN graph: specced as an agent under specs/agents (suites/agents)"
 
     def __init__(self, num_actions: int, layers: list[dict[str, Any]], dueling: bool,
-                 memory: dict[str, Any], loss: dict[str, Any], optimizer: dict[str, Any],
+                 memory: dict[str, Any] | None, loss: dict[str, Any], optimizer: dict[str, Any],
                  exploration: dict[str, Any], target_tau: float = 1.0,
                  preprocessing: list[dict[str, Any]] | None = None, record_space: Space | None = None,
                  scope: str = "dqn") -> None:
@@ -92,21 +93,25 @@ class DQNGraph(Component):
         self.q_network = QNetwork(layers, self.num_actions, dueling, scope="q_network")
         self.target_q_network = self.q_network.copy(scope="target_q_network", trainable=False)
         self.exploration = EpsilonGreedy(self.num_actions, exploration, scope="exploration")
-        memory = dict(memory)
-        kind = memory.pop("type", "replay")
-        self.prioritized = kind == "prioritized"
-        if self.prioritized:
+        memory = dict(memory) if memory is not None else None
+        kind = memory.pop("type", "replay") if memory is not None else None
+        self.prioritized = kind in ("prioritized", "frames")  # FrameReplay samples like PrioritizedReplay
+        if kind == "frames":
+            self.memory = FrameReplay(scope="memory", **memory)
+        elif kind == "prioritized":
             self.memory = PrioritizedReplay(scope="memory", **memory)
-        else:
+        elif kind is not None:
             self.memory = ReplayMemory(memory["capacity"], scope="memory")
+        else:
+            self.memory = None  # replay held outside the graph (HostFrameReplay): learn with update_from_batch
         self.splitter = ContainerSplitter(keys=list(RECORD_KEYS), scope="splitter")
         self.loss = DQNLoss(importance_weights=True, scope="loss", **loss)
         optimizer = dict(optimizer)
         cls = OPTIMIZERS[optimizer.pop("type", "adam")]
         self.optimizer = cls(variables_of=self.q_network, scope="optimizer", **optimizer)
         self.synchronizer = Synchronizer(self.q_network, self.target_q_network, tau=target_tau, scope="synchronizer")
-        parts = [self.q_network, self.target_q_network, self.exploration, self.memory, self.splitter, self.loss,
-                 self.optimizer, self.synchronizer]
+        parts = [self.q_network, self.target_q_network, self.exploration, *([self.memory] if self.memory else []),
+                 self.splitter, self.loss, self.optimizer, self.synchronizer]
         super().__init__(*([self.preprocessor] if self.preprocessor else []), *parts, scope=scope)
 
     # ---- acting -----------------------------------------------------------------------
@@ -154,6 +159,12 @@ class DQNGraph(Component):
     def insert_records(self, records: Any) -> Any:
         """Writes a batch of records into replay; returns the slots written."""
         return self.memory.insert_records(records)
+
+    @api(must_be_complete=False)
+    def insert_frames(self, frame_slots: Any, frames: Any, frame_prevs: Any, transitions: Any,
+                      dead_slots: Any) -> Any:
+        """Applies a `FrameIndex` write plan to a `FrameReplay`; returns the transition slots written."""
+        return self.memory.insert(frame_slots, frames, frame_prevs, transitions, dead_slots)
 
     @api
     def memory_size(self) -> Any:

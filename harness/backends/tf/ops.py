@@ -57,7 +57,7 @@ class TFOps:
 
     @staticmethod
     def arange(n: Any, dtype: Any = "int64") -> Any:
-        return tf.range(tf.cast(n, dtype), dtype=dtype)
+        return tf.range(tf.maximum(tf.cast(n, dtype), 0), dtype=dtype)
 
     # shapes
     @staticmethod

@@ -79,7 +79,8 @@ class MemoryConfig(_Section):
     compression: Literal["lz4"] | None = Field(None, description="frames, form host only: LZ4 per frame")
     frame_capacity: int | None = Field(None, ge=1, description="frames only: frame slots (default capacity + 1% "
                                                                 "+ two stacks)")
-    match_window: int = Field(4096, ge=1, description="frames only: newest frames a new stack may reuse")
+    match_window: int | None = Field(None, ge=1, description="frames only: newest frames a new stack may reuse "
+                                                              "(default capacity / 500 within [64, 4096])")
 
 
 class LossConfig(_Section):

@@ -47,12 +47,18 @@ RECORD_FIELDS = ("states", "actions", "rewards", "terminals", "next_states", "di
 
 
 def default_frame_capacity(capacity: int, stack: int) -> int:
-    """Frame slots for ``capacity`` transitions: 1% spare for episode ends and resets, and two stacks."""
-    return capacity + capacity // 100 + 2 * stack
+    """Frame slots for ``capacity`` transitions: 0.5% spare for episode ends and resets (two frames per
+    episode: 0.25% for Pong's ~800-step episodes), and two stacks."""
+    return capacity + capacity // 200 + 2 * stack
+
+
+def default_match_window(capacity: int) -> int:
+    """Newest frames kept as reuse candidates: ``capacity / 500`` within [64, 4096] (0.2% of the frames)."""
+    return min(4096, max(64, capacity // 500))
 
 
 def check_frame_arguments(owner: str, capacity: Any, stack: Any, frame_capacity: Any = None,
-                          match_window: Any = 4096) -> tuple[int, int, int, int]:
+                          match_window: Any = None) -> tuple[int, int, int, int]:
     """Checks the sizes of a frame replay; returns ``(capacity, stack, frame_capacity, match_window)``.
 
     Raises:
@@ -67,7 +73,9 @@ def check_frame_arguments(owner: str, capacity: Any, stack: Any, frame_capacity:
         check_positive_int(owner, "frame_capacity", frame_capacity)
     if frame_capacity < 2 * stack:
         raise ValueError(f"{owner}: frame_capacity must hold two stacks (>= {2 * stack}); got {frame_capacity}")
-    match_window = min(check_positive_int(owner, "match_window", match_window), frame_capacity)
+    match_window = default_match_window(capacity) if match_window is None else \
+        check_positive_int(owner, "match_window", match_window)
+    match_window = min(match_window, frame_capacity)
     return capacity, stack, frame_capacity, match_window
 
 
@@ -102,14 +110,16 @@ class FrameIndex:
         frame_shape: the shape of one frame (a stack without its last axis), e.g. ``(84, 84)``.
         stack: frames per stack ``D`` (the stacks' last axis).
         frame_capacity: frame slots (default `default_frame_capacity`).
-        match_window: how many of the newest frames are candidates for reuse (a copy of them is kept).
+        match_window: how many of the newest frames are candidates for reuse (a copy of them is kept;
+            default `default_match_window`). A replay fed by many interleaved senders (an Ape-X shard)
+            wants one that spans a round of their batches, or each batch starts its streams afresh.
 
     Raises:
         ValueError: naming the argument when one is invalid.
     """
 
     def __init__(self, capacity: int, frame_shape: tuple[int, ...], stack: int, frame_capacity: int | None = None,
-                 match_window: int = 4096, owner: str = "FrameIndex") -> None:
+                 match_window: int | None = None, owner: str = "FrameIndex") -> None:
         self.capacity, self.stack, self.frame_capacity, self.window = check_frame_arguments(
             owner, capacity, stack, frame_capacity, match_window)
         self.owner = owner

@@ -43,7 +43,7 @@ class FrameReplay(Component):
     Args:
         capacity: transitions held, at least ``stack``.
         stack: frames per stack ``D``; the frames' shape comes from the ``frames`` input space.
-        frame_capacity: frame slots (default ``capacity + capacity // 100 + 2 * stack``).
+        frame_capacity: frame slots (default ``capacity + capacity // 200 + 2 * stack``).
         prioritized: proportional prioritized sampling; False: uniform over valid transitions.
         alpha, beta, epsilon: as `PrioritizedReplay` (used with ``prioritized``).
         compression: must be None: compressed frames exist only in the host-side store.

@@ -77,7 +77,7 @@ class HostFrameReplay:
 
     def __init__(self, capacity: int, frame_shape: tuple[int, ...] = (84, 84), stack: int = 4,
                  prioritized: bool = True, alpha: float = 0.6, beta: float = 0.4, epsilon: float = 1e-6,
-                 compression: str | None = None, frame_capacity: int | None = None, match_window: int = 4096,
+                 compression: str | None = None, frame_capacity: int | None = None, match_window: int | None = None,
                  seed: int | None = None) -> None:
         if compression not in COMPRESSIONS:
             raise ValueError(f"HostFrameReplay: compression must be one of {COMPRESSIONS}; got {compression!r}")

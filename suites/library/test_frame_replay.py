@@ -1,0 +1,223 @@
+"""Frame replay (`FrameIndex`, `HostFrameReplay`, in-graph `FrameReplay`) against the naive full-stack oracle."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reference_agents.components.memories import FrameIndex, FrameReplay, HostFrameReplay
+from reference_agents.oracles.frame_replay import FullStackReplay, atari_like_records, stack_records
+from reference_agents.oracles.memories import PrioritizedReplayModel
+
+BACKENDS = [b for b in os.environ.get("SPACEGRAPH_BACKENDS", "tf,torch").split(",") if b]
+
+
+def fill(store, rows, chunk, oracle=None):
+    for i in range(0, len(rows), chunk):
+        store.add(stack_records(rows[i:i + chunk]))
+        if oracle is not None:
+            oracle.add(rows[i:i + chunk])
+
+
+def assert_valid_equal_oracle(store, oracle):
+    valid = np.flatnonzero(store.index.valid)
+    got, want = store.records_at(valid), oracle.records_at(valid)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    return valid
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31), num_envs=st.integers(1, 8), n_step=st.integers(1, 5),
+       capacity=st.integers(4, 40), spare=st.integers(0, 30), stack=st.integers(1, 4),
+       chunk=st.integers(1, 17), window=st.integers(4, 64), compression=st.sampled_from([None, "lz4"]))
+def test_every_sampled_stack_equals_the_full_stack_oracle(seed, num_envs, n_step, capacity, spare, stack, chunk,
+                                                          window, compression):
+    rng = np.random.default_rng(seed)
+    rows = atari_like_records(rng, num_envs, int(rng.integers(5, 40)), n_step, stack=stack,
+                              p_terminate=float(rng.uniform(0, 0.3)), p_truncate=float(rng.uniform(0, 0.3)))
+    store = HostFrameReplay(capacity, (3, 3), stack, frame_capacity=max(2 * stack, capacity + spare),
+                            match_window=window, compression=compression, seed=seed)
+    oracle = FullStackReplay(capacity)
+    fill(store, rows, chunk, oracle)
+    valid = assert_valid_equal_oracle(store, oracle)
+    assert set(valid) <= {i % capacity for i in range(max(0, len(rows) - capacity), len(rows))}
+    if valid.size:
+        records, slots, _ = store.sample(16)
+        want = oracle.records_at(slots)
+        for key in want:
+            np.testing.assert_array_equal(records[key], want[key], err_msg=key)
+        assert store.index.valid[slots].all()
+
+
+def test_enough_frame_slots_keep_every_recent_transition_valid():
+    rows = atari_like_records(np.random.default_rng(1), 4, 60, 3, palette=200, p_terminate=0.02, p_truncate=0.02)
+    store = HostFrameReplay(50, (3, 3), 4, frame_capacity=200, seed=0)
+    oracle = FullStackReplay(50)
+    fill(store, rows, 9, oracle)
+    assert len(assert_valid_equal_oracle(store, oracle)) == 50
+    assert store.index.frames_written < 1.15 * len(rows)  # frames once, plus episode starts and finals
+
+
+def test_an_off_by_one_in_the_chains_is_caught(monkeypatch):
+    rows = atari_like_records(np.random.default_rng(2), 2, 30, 2, palette=50)
+    store = HostFrameReplay(20, (3, 3), 4, seed=0)
+    oracle = FullStackReplay(20)
+    fill(store, rows, 5, oracle)
+    original = FrameIndex.chains
+    monkeypatch.setattr(FrameIndex, "chains", lambda self, slots: original(self, (np.asarray(slots) + 1)
+                                                                            % self.frame_capacity))
+    with pytest.raises(AssertionError):
+        assert_valid_equal_oracle(store, oracle)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**31), capacity=st.integers(4, 20), alpha=st.floats(0.0, 1.0), beta=st.floats(0.0, 1.0))
+def test_priorities_and_weights_equal_the_prioritized_replay_model(seed, capacity, alpha, beta):
+    rng = np.random.default_rng(seed)
+    rows = atari_like_records(rng, 2, 25, 3, palette=100)
+    store = HostFrameReplay(capacity, (3, 3), 4, alpha=alpha, beta=beta, frame_capacity=4 * capacity + 40, seed=seed)
+    model = PrioritizedReplayModel({"capacity": capacity, "alpha": alpha}, {
+        "memory/records": np.zeros(capacity), "memory/index": np.asarray(0), "memory/size": np.asarray(0),
+        "sum_tree/tree": np.zeros(2 * store.trees.leaves, np.float32),
+        "min_tree/tree": np.full(2 * store.trees.leaves, np.inf, np.float32), "max_priority": np.float32(1.0)})
+    for i in range(0, len(rows), 6):
+        store.add(stack_records(rows[i:i + 6]))
+        model.insert_records(np.zeros(len(rows[i:i + 6])))
+        masses = rng.uniform(0, 1, 8).astype(np.float32) * store.trees.sum[1]
+        slots = store.sample_slots(8, masses)
+        np.testing.assert_array_equal(slots, np.minimum(model.sum_tree.prefix_sum_index(masses), capacity - 1))
+        leaves = model.sum_tree.get(slots)
+        want = (np.minimum(model.min_tree.reduce() / leaves, 1.0).astype(np.float64) ** beta).astype(np.float32)
+        np.testing.assert_allclose(store.weights(slots), want, rtol=2e-5)
+        td = rng.normal(size=8).astype(np.float32)
+        store.update_priorities(slots, td)
+        model.update_records(slots, td)
+        np.testing.assert_allclose(store.trees.sum[store.trees.leaves:], model.sum_tree.tree[store.trees.leaves:],
+                                   rtol=2e-5)
+
+
+def test_uniform_sampling_covers_valid_transitions_evenly():
+    rows = atari_like_records(np.random.default_rng(3), 3, 40, 2, palette=100)
+    store = HostFrameReplay(32, (3, 3), 4, prioritized=False, frame_capacity=200, seed=0)
+    fill(store, rows, 8)
+    _, slots, weights = store.sample(32_000)
+    counts = np.bincount(slots, minlength=32)
+    assert (weights == 1).all() and counts.min() > 800 and counts.max() < 1200
+
+
+def test_storage_is_within_two_percent_of_one_frame_per_transition():
+    for capacity in (100_000, 1_000_000):  # zero pages until written: these cost nothing to make
+        store = HostFrameReplay(capacity, (84, 84), 4)
+        assert store.nbytes() <= capacity * 84 * 84 * 1.02, (capacity, store.nbytes() / (capacity * 84 * 84))
+        assert store.frame_nbytes() >= capacity * 84 * 84
+
+
+@pytest.mark.parametrize("compression", [None, "lz4"])
+def test_state_dict_round_trip(tmp_path, compression):
+    rows = atari_like_records(np.random.default_rng(4), 3, 40, 3, palette=4)
+    store = HostFrameReplay(30, (3, 3), 4, compression=compression, frame_capacity=50, seed=0)
+    fill(store, rows, 7)
+    store.update_priorities(np.arange(10), np.arange(10.0))
+    np.savez(tmp_path / "r.npz", **store.state_dict())
+    loaded = HostFrameReplay(30, (3, 3), 4, compression=compression, frame_capacity=50, seed=0)
+    with np.load(tmp_path / "r.npz") as data:
+        loaded.load_state_dict({k: data[k] for k in data.files})
+    slots = np.arange(30)
+    for key, value in store.records_at(slots).items():
+        np.testing.assert_array_equal(loaded.records_at(slots)[key], value)
+    np.testing.assert_array_equal(loaded.trees.sum, store.trees.sum)
+    more = atari_like_records(np.random.default_rng(5), 3, 10, 3, palette=4)
+    oracle = FullStackReplay(30)
+    oracle.add(rows)
+    for s in (store, loaded):
+        fill(s, more, 7)
+    oracle.add(more)
+    assert_valid_equal_oracle(loaded, oracle)
+    np.testing.assert_array_equal(loaded.index.valid, store.index.valid)
+    with pytest.raises(ValueError, match="compression"):
+        HostFrameReplay(30, (3, 3), 4, compression=None if compression else "lz4",
+                        frame_capacity=50).load_state_dict(store.state_dict())
+
+
+def test_bad_arguments_name_the_argument():
+    with pytest.raises(ValueError, match="stack"):
+        HostFrameReplay(10, (3, 3), 0)
+    with pytest.raises(ValueError, match="capacity must be at least the stack depth"):
+        HostFrameReplay(3, (3, 3), 4)
+    with pytest.raises(ValueError, match="compression"):
+        HostFrameReplay(10, (3, 3), 4, compression="zstd")
+    with pytest.raises(ValueError, match="compression is only for the host-side store"):
+        FrameReplay(10, 4, compression="lz4")
+    with pytest.raises(ValueError, match="stack"):
+        FrameReplay(10, 0)
+    with pytest.raises(ValueError, match=r"records\['states'\]"):
+        HostFrameReplay(10, (3, 3), 4).add(stack_records(atari_like_records(np.random.default_rng(0), 1, 9, 1,
+                                                                            frame_shape=(3, 4))))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_graph_form_rebuilds_what_the_host_form_does(backend):
+    from harness.execution.executor import GraphExecutor
+    from reference_agents.components.memories.frame_replay import TRANSITION_SPACE
+
+    capacity, stack = 16, 4
+    index = FrameIndex(capacity, (3, 3), stack, frame_capacity=30, match_window=16)
+    host = HostFrameReplay(capacity, (3, 3), stack, frame_capacity=30, match_window=16)
+    graph = GraphExecutor(FrameReplay(capacity, stack, frame_capacity=30),
+                          {"frame_slots": "int64[B]", "frames": "uint8[B,3,3]", "frame_prevs": "int64[B]",
+                           "transitions": TRANSITION_SPACE, "dead_slots": "int64[B]", "indices": "int64[B]",
+                           "num_records": "int64[]", "priorities": "float32[B]"}, backend=backend, seed=0)
+    rows = atari_like_records(np.random.default_rng(6), 3, 30, 3, palette=3)
+    oracle = FullStackReplay(capacity)
+    for i in range(0, len(rows), 5):
+        batch = stack_records(rows[i:i + 5])
+        plan = index.add(batch)
+        host.add(batch)
+        oracle.add(rows[i:i + 5])
+        graph.execute("insert", plan.frame_slots, plan.frames, plan.frame_prevs, plan.transitions, plan.dead)
+    valid = np.flatnonzero(index.valid)
+    assert valid.size and not index.valid.all()  # some transitions died with their frames
+    got = graph.execute("get_records_at", valid)
+    for key, value in oracle.records_at(valid).items():
+        np.testing.assert_array_equal(np.asarray(got[key]), value, err_msg=key)
+    records, slots, weights = graph.execute("get_records", np.int64(64))
+    slots = np.asarray(slots)
+    assert index.valid[slots].all()  # dead transitions are never drawn
+    for key, value in oracle.records_at(slots).items():
+        np.testing.assert_array_equal(np.asarray(records[key]), value, err_msg=key)
+    dead = np.flatnonzero(~index.valid)[:2]
+    graph.execute("update_records", np.concatenate([slots[:3], dead]), np.ones(3 + dead.size, np.float32))
+    _, again, _ = graph.execute("get_records", np.int64(256))
+    assert index.valid[np.asarray(again)].all()  # a priority update does not revive a dead transition
+
+
+def test_worker_samples_go_into_the_host_store_with_frames_once():
+    from reference_agents.agents import DQNAgent
+    from reference_agents.workers import VectorEnvWorker
+
+    import yaml
+
+    from reference_agents.agents import CONFIG_DIR
+
+    with open(os.path.join(CONFIG_DIR, "dqn_pong.yaml")) as fh:
+        cfg = yaml.safe_load(fh)
+    cfg["memory"]["capacity"] = 256
+    agent = DQNAgent(cfg, backend=BACKENDS[0], seed=0)
+    worker = VectorEnvWorker.for_agent(agent, num_envs=2, observe=False, update=False, compute_priorities=True)
+    store = HostFrameReplay(512, (84, 84), 4, seed=0)
+    oracle = FullStackReplay(512)
+    total = 0
+    for _ in range(3):
+        batch = worker.sample(40)
+        rows = [{k: batch.records[k][i] for k in batch.records} for i in range(len(batch.records["actions"]))]
+        store.add(batch.records, batch.priorities)
+        oracle.add(rows)
+        total += len(rows)
+    assert store.size == total
+    assert_valid_equal_oracle(store, oracle)
+    assert store.index.frames_written <= total + 2 * 4 * 2 + 8  # one frame per step (+ stacks met mid-window)

@@ -91,127 +91,179 @@ def read_spec_mapping(path: str) -> dict[str, Any]:
 def load_spec(path: str | os.PathLike) -> LoadedSpec:
     """Reads, validates and resolves one spec file.
 
+    Every problem is reported at once: the schema's (structure, space texts), and the
+    imports and cross-checks of every key the schema did not reject (the class, its API
+    methods, oracles, the model, argument names, the config against the constructor).
+
     Raises:
         SpecError: listing every problem with its key path.
     """
     path = str(path)
     data = read_spec_mapping(path)
+    spec: ComponentSpec | None = None
     try:
         spec = ComponentSpec.model_validate(data)
+        problems: list[tuple[str, str]] = []
     except ValidationError as exc:
-        problems = []
-        union_types = ("string_type", "dict_type", "list_type")
-        seen_union: set[str] = set()
-        for err in exc.errors():
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
-                msg = "unknown key"
-            elif err["type"] == "missing":
-                msg = "required key is missing"
-            if "input" in err and err["type"] not in ("missing", "value_error"):
-                got = repr(err["input"])
-                msg += f" (got {got[:80] + '...' if len(got) > 80 else got})"
-            loc = tuple(p for p in err["loc"] if p not in ("str", "dict[str,any]", "list[any]"))
-            if err["type"] in union_types and len(loc) < len(err["loc"]):
-                # one bad space value fails each branch of the text/mapping/list union: say it once
-                if _loc(loc) in seen_union:
-                    continue
-                seen_union.add(_loc(loc))
-                msg = f"expected space text, a mapping or a list (got {err['input']!r})"
-            problems.append((_loc(loc), msg))
-        raise SpecError(path, problems) from None
-    problems: list[tuple[str, str]] = []
-    cls: Any = None
-    try:
-        cls = import_object(spec.component)
-    except ImportError as exc:
-        problems.append(("component", f"class does not import: {exc}"))
-    api_specs: dict[str, Any] = {}
-    if cls is not None:
-        from harness.graph import Component
+        problems = _schema_problems(exc)
+    rejected = {key for key, _ in problems if key}
 
-        if not (isinstance(cls, type) and issubclass(cls, Component)):
-            problems.append(("component", f"{spec.component} is not a spacegraph Component class"))
-            cls = None
+    def clean(key: str) -> bool:
+        """No schema problem at ``key`` or at a key around it (problems inside it are reported by themselves)."""
+        return not any(r == key or key.startswith(r + ".") for r in rejected)
+
+    resolved, cross = _resolve(data, clean)
+    problems += cross
+    if resolved.cls is not None:
+        problems += _lint(resolved, data, clean)
+    if problems:
+        raise SpecError(path, problems)
+    assert spec is not None  # no problem means the schema accepted it
+    return LoadedSpec(path, Path(path).stem, spec, resolved.cls, resolved.oracles, resolved.model)
+
+
+def _schema_problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """``(key path, message)`` for each of pydantic's errors, one per bad space value."""
+    problems = []
+    union_types = ("string_type", "dict_type", "list_type")
+    seen_union: set[str] = set()
+    for err in exc.errors():
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        if "input" in err and err["type"] not in ("missing", "value_error"):
+            got = repr(err["input"])
+            msg += f" (got {got[:80] + '...' if len(got) > 80 else got})"
+        loc = tuple(p for p in err["loc"] if p not in ("str", "dict[str,any]", "list[any]"))
+        if err["type"] in union_types and len(loc) < len(err["loc"]):
+            # one bad space value fails each branch of the text/mapping/list union: say it once
+            if _loc(loc) in seen_union:
+                continue
+            seen_union.add(_loc(loc))
+            msg = f"expected space text, a mapping or a list (got {err['input']!r})"
+        problems.append((_loc(loc), msg))
+    return problems
+
+
+@dataclass
+class _Resolved:
+    cls: Any = None
+    api_specs: dict[str, Any] | None = None
+    oracles: dict[str, Callable] | None = None
+    model: Any = None
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _resolve(data: dict[str, Any], clean: Callable[[str], bool]) -> tuple[_Resolved, list[tuple[str, str]]]:
+    """Imports what the spec names and cross-checks names, on the raw mapping (keys ``clean`` allows)."""
+    problems: list[tuple[str, str]] = []
+    out = _Resolved(oracles={})
+    component = data.get("component")
+    if isinstance(component, str) and clean("component"):
+        try:
+            cls = import_object(component)
+        except ImportError as exc:
+            problems.append(("component", f"class does not import: {exc}"))
         else:
-            api_specs = cls.api_specs()
-    for method in spec.methods:
-        if cls is not None and method not in api_specs:
+            from harness.graph import Component
+
+            if isinstance(cls, type) and issubclass(cls, Component):
+                out.cls, out.api_specs = cls, cls.api_specs()
+            else:
+                problems.append(("component", f"{component} is not a spacegraph Component class"))
+    cls, api_specs = out.cls, out.api_specs or {}
+    methods = _mapping(data.get("methods")) if clean("methods") else {}
+    for method in methods:
+        if cls is not None and method not in api_specs and clean(f"methods.{method}"):
             problems.append((f"methods.{method}", f"{cls.__name__} declares no API method {method!r}; "
                              f"it declares {sorted(api_specs)}"))
-    oracles: dict[str, Callable] = {}
-    for method, mspec in spec.methods.items():
-        if mspec.oracle:
+    for method, mspec in methods.items():
+        oracle = _mapping(mspec).get("oracle")
+        if isinstance(oracle, str) and oracle and clean(f"methods.{method}.oracle"):
             try:
-                oracles[method] = import_object(mspec.oracle)
+                out.oracles[method] = import_object(oracle)
             except ImportError as exc:
                 problems.append((f"methods.{method}.oracle", f"oracle does not import: {exc}"))
-    model = None
-    if spec.stateful is not None:
-        try:
-            model = import_object(spec.stateful.model)
-        except ImportError as exc:
-            problems.append(("stateful.model", f"model does not import: {exc}"))
-        for i, m in enumerate(spec.stateful.methods):
+    stateful = data.get("stateful")
+    if isinstance(stateful, dict):
+        model = stateful.get("model")
+        if isinstance(model, str) and clean("stateful.model"):
+            try:
+                out.model = import_object(model)
+            except ImportError as exc:
+                problems.append(("stateful.model", f"model does not import: {exc}"))
+        rules = stateful.get("methods") if clean("stateful.methods") else None
+        for i, m in enumerate(rules if isinstance(rules, list) else []):
+            if not clean(f"stateful.methods.{i}"):
+                continue
             if cls is not None and m not in api_specs:
                 problems.append((f"stateful.methods.{i}", f"{cls.__name__} declares no API method {m!r}"))
-            elif m not in spec.methods:
+            elif m not in methods and clean("methods"):
                 problems.append((f"stateful.methods.{i}", f"{m!r} is not under methods: list it there (with "
                                  f"stateful: true where it changes state) so that it is built"))
-    if cls is not None:
-        args = {a for m in spec.methods if m in api_specs for a in api_specs[m].arg_names}
-        defaults = {a for m in spec.methods if m in api_specs for a in api_specs[m].defaults}
-        for a in sorted(args - set(spec.input_spaces) - defaults):
+    spaces = data.get("input_spaces")
+    if cls is not None and methods and isinstance(spaces, dict) and clean("input_spaces"):
+        args = {a for m in methods if m in api_specs for a in api_specs[m].arg_names}
+        defaults = {a for m in methods if m in api_specs for a in api_specs[m].defaults}
+        for a in sorted(args - set(spaces) - defaults):
             problems.append(("input_spaces", f"no space for argument {a!r} of the exercised methods"))
-        for a in sorted(set(spec.input_spaces) - args):
+        for a in sorted(set(spaces) - args):
             problems.append((f"input_spaces.{a}", f"no exercised API method takes an argument {a!r}"))
-    if problems:
-        raise SpecError(path, problems)
-    loaded = LoadedSpec(path, Path(path).stem, spec, cls, oracles, model)
-    problems = _lint(loaded)
-    if problems:
-        raise SpecError(path, problems)
-    return loaded
+    return out, problems
 
 
-def _lint(loaded: LoadedSpec) -> list[tuple[str, str]]:
-    """Checks beyond `load_spec` that the spec checks rely on.
+def _lint(resolved: _Resolved, data: dict[str, Any], clean: Callable[[str], bool]) -> list[tuple[str, str]]:
+    """Checks beyond the imports that the spec checks rely on.
 
     The config must fit and pass the constructor, and ``deterministic_inputs``
     and ``bad_spaces`` must name arguments the spec feeds.
 
     Args:
-        loaded: a `LoadedSpec`.
+        resolved: the imported class and its API specs.
+        data: the spec file's mapping.
+        clean: whether a key path is free of schema problems.
 
     Returns:
         ``(key path, problem)`` pairs; empty when the spec is fine.
     """
     problems = []
-    spec = loaded.spec
-    try:
-        inspect.signature(loaded.component_class).bind(**spec.config)
-    except TypeError as exc:
-        params = [p for p in inspect.signature(loaded.component_class).parameters.values()
-                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-        problems.append(("config", f"does not fit {loaded.component_class.__name__}"
-                         f"({', '.join(p.name for p in params)}): {exc}"))
-    else:
+    cls, api_specs = resolved.cls, resolved.api_specs or {}
+    config = data.get("config", {})
+    if isinstance(config, dict) and clean("config"):
         try:
-            loaded.make()
-        except Exception as exc:  # the constructor's own argument checks, whatever they raise
-            problems.append(("config", f"{loaded.component_class.__name__}(**config) raised "
-                             f"{type(exc).__name__}: {exc}"))
-    api_specs = loaded.component_class.api_specs()
-    for method, mspec in spec.methods.items():
-        for arg in mspec.deterministic_inputs or {}:
-            if arg not in api_specs[method].arg_names:
+            inspect.signature(cls).bind(**config)
+        except TypeError as exc:
+            params = [p for p in inspect.signature(cls).parameters.values()
+                      if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+            problems.append(("config", f"does not fit {cls.__name__}"
+                             f"({', '.join(p.name for p in params)}): {exc}"))
+        else:
+            try:
+                cls(**config)
+            except Exception as exc:  # the constructor's own argument checks, whatever they raise
+                problems.append(("config", f"{cls.__name__}(**config) raised {type(exc).__name__}: {exc}"))
+    methods = _mapping(data.get("methods"))
+    for method, mspec in methods.items():
+        fixed = _mapping(mspec).get("deterministic_inputs")
+        if method not in api_specs or not isinstance(fixed, dict) or not clean(f"methods.{method}.deterministic_inputs"):
+            continue
+        for arg in fixed:
+            if arg not in api_specs[method].arg_names and clean(f"methods.{method}.deterministic_inputs.{arg}"):
                 problems.append((f"methods.{method}.deterministic_inputs.{arg}", f"not an argument of {method!r} "
                                  f"(expected one of {list(api_specs[method].arg_names)})"))
-    for i, entry in enumerate(spec.bad_spaces):
-        for arg in entry:
-            if arg not in spec.input_spaces:
-                problems.append((f"bad_spaces.{i}.{arg}", f"not an argument in input_spaces "
-                                 f"(expected one of {sorted(spec.input_spaces)})"))
+    spaces = data.get("input_spaces")
+    bad_spaces = data.get("bad_spaces")
+    if isinstance(spaces, dict) and isinstance(bad_spaces, list) and clean("input_spaces"):
+        for i, entry in enumerate(bad_spaces):
+            for arg in _mapping(entry):
+                if arg not in spaces and clean(f"bad_spaces.{i}.{arg}"):
+                    problems.append((f"bad_spaces.{i}.{arg}", f"not an argument in input_spaces "
+                                     f"(expected one of {sorted(spaces)})"))
     return problems
 
 

@@ -17,6 +17,10 @@ Item ids read ``test_specs.py::dense::oracle[torch]`` and, for the one parity it
 of a spec, ``test_specs.py::dense::parity[tf-torch]``. ``SPACEGRAPH_BACKENDS``
 (a comma list, default ``tf,torch``) selects the backends. A spec that does not
 load gives one failing item ``NAME::load`` instead of stopping the collection.
+
+Outside this repository the spec files themselves are collected (`SpecFile`, ids
+``specs/components/noisy.yaml::oracle[torch]``) by the pytest plugin
+`harness.testing.pytest_plugin` (``pytest --spacegraph-specs DIR``).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from harness.testing.spec_checks import (
 )
 from harness.testing.stateful import check_stateful
 
-__all__ = ["SpecModule", "CHECKS", "selected_backends", "applicable_checks"]
+__all__ = ["SpecModule", "SpecFile", "CHECKS", "selected_backends", "applicable_checks"]
 
 _MODULES = {"tf": "tensorflow", "torch": "torch"}
 
@@ -50,17 +54,21 @@ CHECKS: dict[str, Callable[[LoadedSpec, str], None]] = {
 }
 
 
-def selected_backends() -> list[str]:
-    """The backends named by ``SPACEGRAPH_BACKENDS`` (comma-separated), default ``tf,torch``.
+def selected_backends(config: pytest.Config | None = None) -> list[str]:
+    """The backends named by ``--spacegraph-backends`` or else ``SPACEGRAPH_BACKENDS`` (comma lists).
+
+    Default ``tf,torch``.
 
     Raises:
         pytest.UsageError: for an unknown backend name.
     """
-    raw = os.environ.get("SPACEGRAPH_BACKENDS", "").strip() or "tf,torch"
+    option = config.getoption("spacegraph_backends", None) if config is not None else None
+    source = "--spacegraph-backends" if option else "SPACEGRAPH_BACKENDS"
+    raw = (option or os.environ.get("SPACEGRAPH_BACKENDS", "")).strip() or "tf,torch"
     names = [n.strip() for n in raw.split(",") if n.strip()]
     unknown = [n for n in names if n not in _MODULES]
     if unknown:
-        raise pytest.UsageError(f"SPACEGRAPH_BACKENDS names unknown backend(s) {unknown}; known: {sorted(_MODULES)}")
+        raise pytest.UsageError(f"{source} names unknown backend(s) {unknown}; known: {sorted(_MODULES)}")
     return list(dict.fromkeys(names))
 
 
@@ -89,7 +97,7 @@ class SpecModule(pytest.Module):
             raise self.CollectError(f"{self.path.name}: a spec module must set SPEC_ROOT (the spec folder)")
         if not Path(root).is_dir():
             raise self.CollectError(f"{self.path.name}: SPEC_ROOT {str(root)!r} is not a folder")
-        backends = selected_backends()
+        backends = selected_backends(self.config)
         for path in find_specs(root):
             items.extend(_spec_nodes(self, path, backends))
         return items
@@ -103,6 +111,36 @@ def _spec_nodes(parent: pytest.Collector, path: str, backends: list[str]) -> Ite
         yield SpecGroup.from_parent(parent, name=name, spec=None, backends=[], error=exc)
         return
     yield SpecGroup.from_parent(parent, name=name, spec=spec, backends=[b for b in spec.spec.backends if b in backends])
+
+
+def _check_items(parent: pytest.Collector, spec: LoadedSpec | None, backends: list[str],
+                 error: Exception | None) -> list[pytest.Item]:
+    """``CHECK[BACKEND]`` items and ``parity[tf-torch]`` under ``parent`` (``load`` for a spec that does not load)."""
+    if spec is None:
+        return [SpecItem.from_parent(parent, name="load", spec=None, check="load", backends=(), error=error)]
+    items = [SpecItem.from_parent(parent, name=f"{check}[{backend}]", spec=spec, check=check, backends=(backend,))
+             for check in applicable_checks(spec) for backend in backends]
+    if {"tf", "torch"} <= set(backends):
+        items.append(SpecItem.from_parent(parent, name="parity[tf-torch]", spec=spec, check="parity",
+                                          backends=("tf", "torch")))
+    return items
+
+
+class SpecFile(pytest.File):
+    """A spec file collected by itself: ``noisy.yaml::build[tf]`` ... ``noisy.yaml::parity[tf-torch]``.
+
+    Made by `harness.testing.pytest_plugin` for the files under ``--spacegraph-specs``; the
+    same checks as a `SpecGroup`, with the file's own path as the id's first part.
+    """
+
+    def collect(self) -> list[pytest.Item]:
+        try:
+            spec: LoadedSpec | None = load_spec(self.path)
+            error: Exception | None = None
+        except SpecError as exc:
+            spec, error = None, exc
+        backends = [] if spec is None else [b for b in spec.spec.backends if b in selected_backends(self.config)]
+        return _check_items(self, spec, backends, error)
 
 
 class SpecGroup(pytest.Collector):
@@ -119,15 +157,7 @@ class SpecGroup(pytest.Collector):
         self.spec, self.backends, self.error = spec, backends, error
 
     def collect(self) -> list[pytest.Item]:
-        if self.spec is None:
-            return [SpecItem.from_parent(self, name="load", spec=None, check="load", backends=(), error=self.error)]
-        items = [SpecItem.from_parent(self, name=f"{check}[{backend}]", spec=self.spec, check=check,
-                                      backends=(backend,))
-                 for check in applicable_checks(self.spec) for backend in self.backends]
-        if {"tf", "torch"} <= set(self.backends):
-            items.append(SpecItem.from_parent(self, name="parity[tf-torch]", spec=self.spec, check="parity",
-                                              backends=("tf", "torch")))
-        return items
+        return _check_items(self, self.spec, self.backends, self.error)
 
 
 class SpecItem(pytest.Item):
@@ -158,4 +188,5 @@ class SpecItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         path = self.spec.path if self.spec is not None else getattr(self.error, "file", self.path)
-        return path, None, f"{self.parent.name}::{self.name}"
+        # pytest shows the domain with its dots as '::': a spec file's own name ('noisy.yaml') stays out
+        return path, None, self.name if isinstance(self.parent, SpecFile) else f"{self.parent.name}::{self.name}"

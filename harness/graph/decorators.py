@@ -91,7 +91,6 @@ class GraphFnSpec:
     returns: int | Callable[[Any], int] = 1
     split: bool = False
     flatten: bool = False
-    pass_key: bool = False
     output_spaces: Callable | None = None
     gradients: bool = False
     bodies: dict[str, Callable] = field(default_factory=dict)
@@ -110,7 +109,12 @@ class GraphFnSpec:
 
 
 class GraphFn:
-    """The descriptor `@graph_fn` returns; ``.tf``/``.torch`` register backend-specific bodies."""
+    """The descriptor `@graph_fn` returns; ``.tf``/``.torch`` register backend-specific bodies.
+
+    Backend-specific bodies exist for tests that need two backends to differ (e.g. the
+    harness's deliberately broken components); library components are written once
+    against ``F`` (suites/backends/test_components_backend_free.py enforces it).
+    """
 
     def __init__(self, spec: GraphFnSpec) -> None:
         self.spec = spec
@@ -118,8 +122,6 @@ class GraphFn:
 
     def _register(self, backend: str, fn: Callable) -> "GraphFn":
         names, _ = _arg_names(fn, "graph_fn")
-        if self.spec.pass_key:
-            names = names[1:]
         if names != self.spec.arg_names:
             raise TypeError(
                 f"@{self.spec.name}.{backend}: arguments {names} differ from the shared body's {self.spec.arg_names}"
@@ -156,13 +158,11 @@ class GraphFn:
 
 
 def graph_fn(fn: Callable | None = None, *, returns: int | Callable[[Any], int] = 1, split: bool = False,
-             flatten: bool = False, pass_key: bool = False, output_spaces: Callable | None = None,
-             gradients: bool = False) -> Any:
+             flatten: bool = False, output_spaces: Callable | None = None, gradients: bool = False) -> Any:
     """Declares a graph function: the only code that touches tensors.
 
     The function takes ``(self, F, *inputs)`` where ``F`` is the backend's op
-    namespace, and is written once for both backends; ``@fn.tf``/``@fn.torch``
-    give a backend its own body where it needs one.
+    namespace (`harness.backends.ops.Ops`), and is written once for both backends.
 
     Args:
         returns: how many values the function returns (0 for none, 1 for one value,
@@ -173,7 +173,6 @@ def graph_fn(fn: Callable | None = None, *, returns: int | Callable[[Any], int] 
             whole) and re-nest each output by that structure.
         flatten: pass container inputs as flat dicts keyed by key paths; dict
             outputs keyed by the same paths are re-nested.
-        pass_key: with ``split``, pass the leaf's key path as the first input.
         output_spaces: ``fn(self, *input_spaces) -> space or tuple of spaces``,
             for functions whose output shapes cannot be inferred by running them
             on sample inputs (e.g. a shape that depends on input values).
@@ -186,12 +185,8 @@ def graph_fn(fn: Callable | None = None, *, returns: int | Callable[[Any], int] 
     def wrap(f: Callable) -> GraphFn:
         if not callable(returns) and returns < 0:
             raise TypeError(f"@graph_fn {f.__qualname__}: returns must be >= 0; got {returns}")
-        if pass_key and not split:
-            raise TypeError(f"@graph_fn {f.__qualname__}: pass_key=True needs split=True")
         names, _ = _arg_names(f, "graph_fn")
-        if pass_key:
-            names = names[1:]
-        spec = GraphFnSpec(f.__name__, f, names, returns, split, flatten, pass_key, output_spaces, gradients)
+        spec = GraphFnSpec(f.__name__, f, names, returns, split, flatten, output_spaces, gradients)
         return GraphFn(spec)
 
     return wrap(fn) if fn is not None else wrap

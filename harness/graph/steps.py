@@ -33,8 +33,6 @@ def make_step(step: GraphFnCall, backend: Any, arg_spaces: list[Space | None]) -
         fn = _split_step(step, body, arg_spaces, containers)
     elif spec.flatten and containers:
         fn = _flatten_step(body, arg_spaces, containers)
-    elif spec.split and spec.pass_key:
-        fn = functools.partial(body, "")
     else:
         fn = body
     device = comp.effective_device()
@@ -53,14 +51,13 @@ def _split_step(step: GraphFnCall, body: Callable, arg_spaces: list[Space | None
                 f"{paths} vs {structures[i][0]}"
             )
     is_container = [i in structures for i in range(len(arg_spaces))]
-    pass_key, returns = spec.pass_key, len(step.outputs)
+    returns = len(step.outputs)
 
     def split_call(*args: Any) -> Any:
         flat = [optree.tree_leaves(a) if c else None for a, c in zip(args, is_container)]
         outs = []
-        for j, key in enumerate(paths):
-            leaf_args = [f[j] if c else a for a, f, c in zip(args, flat, is_container)]
-            outs.append(body(key, *leaf_args) if pass_key else body(*leaf_args))
+        for j in range(len(paths)):
+            outs.append(body(*[f[j] if c else a for a, f, c in zip(args, flat, is_container)]))
         if returns == 0:
             return None
         if returns == 1:

@@ -258,8 +258,6 @@ def test_declaration_errors():
             @api
             def apply(self, *xs):
                 return xs
-    with pytest.raises(TypeError, match="pass_key=True needs split=True"):
-        graph_fn(pass_key=True)(lambda self, F, key, x: x)
     with pytest.raises(ValueError, match="scope must be a non-empty name"):
         Scale("a/b")
     with pytest.raises(AssemblyError, match="declares no @api methods"):

@@ -1,7 +1,7 @@
 """Single-worker sampling throughput (RLgraph Fig. 7a): worker frames/s on Pong and CartPole, vs raw stepping and RLlib.
 
 Every ratio is measured in one run, the contenders timed in interleaved rounds
-(`spacegraph.reports.sampling_throughput.time_contenders`); rates are frames per CPU-second of
+(`spacegraph.reports.sampling_measure.time_contenders`); rates are frames per CPU-second of
 the benchmark process, which other load on the machine does not lower. ``SPACEGRAPH_BENCH_QUICK=1``
 (asv's quick pass, the test suite's smoke run) shrinks the time budget.
 """
@@ -11,7 +11,9 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from spacegraph.reports import sampling_throughput as st  # noqa: E402
+from harness.measure.machine import configure_threads  # noqa: E402
+from spacegraph.reports import sampling_contenders as sc  # noqa: E402
+from spacegraph.reports.sampling_measure import time_contenders  # noqa: E402
 
 
 def _budget() -> dict:
@@ -24,7 +26,7 @@ def _budget() -> dict:
 class _Sampling:
     """Shared setup: the config's agent on ``backend``, a worker and raw stepping on N environments."""
 
-    config = st.CARTPOLE_CONFIG
+    config = sc.CARTPOLE_CONFIG
     params = (["tf", "torch"], [1, 2, 4, 8])
     param_names = ["backend", "num_envs"]
     timeout = 600
@@ -32,34 +34,34 @@ class _Sampling:
 
     def setup(self, backend, num_envs):
         if self.rllib:
-            reason = st.rllib_available()
+            reason = sc.rllib_available()
             if reason:
                 raise NotImplementedError(reason)
         if not os.path.exists(self.config):
             raise NotImplementedError(f"{self.config} does not exist")
         from reference_agents.agents import DQNAgent
 
-        st.configure_threads(1)
-        cfg = st.load_config(self.config)
-        factory = st.env_factory(cfg)
-        self.contenders = {"raw_env": st.RawContender(factory, num_envs),
-                           "ours": st.WorkerContender(DQNAgent(cfg, backend=backend, seed=0), factory, num_envs)}
+        configure_threads(1)
+        cfg = sc.load_config(self.config)
+        factory = sc.env_factory(cfg)
+        self.contenders = {"raw_env": sc.RawContender(factory, num_envs),
+                           "ours": sc.WorkerContender(DQNAgent(cfg, backend=backend, seed=0), factory, num_envs)}
         if self.rllib:
-            self.contenders["rllib"] = st.RLlibContender(factory, num_envs, dueling=cfg["network"]["dueling"])
+            self.contenders["rllib"] = sc.RLlibContender(factory, num_envs, dueling=cfg["network"]["dueling"])
 
     def teardown(self, backend, num_envs):
         for contender in getattr(self, "contenders", {}).values():
             contender.close()
 
     def _frames_per_s(self, *names):
-        timed = st.time_contenders({n: self.contenders[n] for n in names}, **_budget())
+        timed = time_contenders({n: self.contenders[n] for n in names}, **_budget())
         return [timed[n]["frames_per_cpu_s"] for n in names]
 
 
 class CartPoleSampling(_Sampling):
     """`VectorEnvWorker` with the CartPole DQN agent acting and observing (no updates) on N envs."""
 
-    config = st.CARTPOLE_CONFIG
+    config = sc.CARTPOLE_CONFIG
 
     def track_worker_frames_per_s(self, backend, num_envs):
         """Env frames per CPU-second of the worker (CartPole: one frame per step)."""
@@ -84,13 +86,13 @@ class CartPoleSampling(_Sampling):
 class PongSampling(CartPoleSampling):
     """The same on ALE Pong (``dqn_pong.yaml``: Nature CNN, dueling; frameskip 4, so 4 frames per step)."""
 
-    config = st.PONG_CONFIG
+    config = sc.PONG_CONFIG
 
 
 class PongSamplingVsRLlib(_Sampling):
     """Our worker vs RLlib's DQN env runner (one, local, no learner) on N Pong envs; skipped without RLlib."""
 
-    config = st.PONG_CONFIG
+    config = sc.PONG_CONFIG
     rllib = True
 
     def track_rllib_frames_per_s(self, backend, num_envs):

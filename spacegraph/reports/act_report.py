@@ -20,6 +20,10 @@ passed as a permuted, non-contiguous view, the bias added after the convolution)
 in that layout with each of the two changes that remove the difference, to show where
 the framework's PyTorch time goes.
 
+Modules: `act_throughput` (the workload and the hand-written actors), `act_measure`
+(timing and ratios), `act_diagnosis` (the PyTorch layout variants and op counts); this
+one writes the report (Markdown, plot, command line) and re-exports their names.
+
 Run ``python -m spacegraph.reports.act_report [--seconds S] [--diagnose]``; it writes
 ``reports/act_throughput.md``, ``.png`` and ``.json``.
 """
@@ -27,367 +31,24 @@ Run ``python -m spacegraph.reports.act_report [--seconds S] [--diagnose]``; it w
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import statistics
-import subprocess
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-from spacegraph.reports.act_throughput import (  # noqa: E402
-    _CONVS, NUM_ACTIONS, STATE_SPACE, _weight, build, hand_written, setup_pair)
+from harness.measure.machine import configure_threads, environment, git_revision  # noqa: E402,F401
+from harness.measure.tables import markdown_table  # noqa: E402
+from harness.measure.timing import CLOCKS, interleaved_rates  # noqa: E402,F401
+from spacegraph.reports.act_diagnosis import (  # noqa: E402,F401
+    DIAGNOSIS_VARIANTS, conv_layout_actor, diagnose_torch_layout, op_counts)
+from spacegraph.reports.act_measure import TARGET_RATIO, measure  # noqa: E402,F401
+from spacegraph.reports.act_throughput import BACKENDS, BATCH_SIZES  # noqa: E402,F401
 
-BACKENDS = ("tf", "torch")
-BATCH_SIZES = (1, 4, 16, 64)
-#: The issue's target: framework / hand-written at least this at every batch size.
-TARGET_RATIO = 0.95
 REPORT_DIR = Path(__file__).resolve().parents[2] / "reports"
-#: The PyTorch actors of the diagnosis, in table order: (name, description).
-DIAGNOSIS_VARIANTS = (
-    ("hand-written", "the hand-written actor: one permute to NCHW per call, OIHW kernels, bias inside conv2d"),
-    ("conv2d-layout", "Conv2D's layout by hand: permute NHWC->NCHW and back around every convolution, "
-                      "kernel.permute(3, 2, 0, 1) view, bias added after"),
-    ("+fused-bias", "Conv2D's layout with the bias passed to conv2d"),
-    ("+contiguous-kernel", "Conv2D's layout with kernel.permute(3, 2, 0, 1).contiguous() (a copy per call)"),
-    ("+both", "Conv2D's layout with both changes"),
-)
-
-
-def configure_threads(threads: int) -> dict[str, int | None]:
-    """Limits TensorFlow's and PyTorch's CPU thread pools to ``threads`` each, where still possible.
-
-    TensorFlow accepts the setting only before its runtime starts; when it has already
-    started, its current setting is kept and reported.
-
-    Args:
-        threads: threads per framework (intra-op; TensorFlow's inter-op pool too).
-
-    Returns:
-        ``{"torch": n, "tf_intra_op": n, "tf_inter_op": n}``; 0 for TensorFlow means its default
-        (all cores); None where the framework is not installed.
-
-    Raises:
-        ValueError: when ``threads`` is not a positive int.
-    """
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"configure_threads: threads must be a positive int; got {threads!r}")
-    out: dict[str, int | None] = {"torch": None, "tf_intra_op": None, "tf_inter_op": None}
-    try:
-        import torch
-        torch.set_num_threads(threads)
-        out["torch"] = torch.get_num_threads()
-    except ImportError:
-        pass
-    try:
-        import tensorflow as tf
-    except ImportError:
-        return out
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-    except RuntimeError:  # the runtime is already initialized: keep what it has
-        pass
-    out["tf_intra_op"] = tf.config.threading.get_intra_op_parallelism_threads()
-    out["tf_inter_op"] = tf.config.threading.get_inter_op_parallelism_threads()
-    return out
-
-
-#: The clocks every round is timed on: the process's CPU time (``time.process_time``: what the
-#: work costs, insensitive to other processes competing for the cores) and wall-clock time.
-CLOCKS = ("cpu", "wall")
-
-
-def _round_rate(fn: Callable[[], Any], seconds: float) -> dict[str, float]:
-    """Calls per CPU-second and per wall-clock second of ``fn`` over one round of about ``seconds`` (wall)."""
-    n, wall0, cpu0 = 0, time.perf_counter(), time.process_time()
-    while True:
-        fn()
-        n += 1
-        wall = time.perf_counter() - wall0
-        if n >= 2 and wall >= seconds:
-            cpu = max(time.process_time() - cpu0, 1e-9)
-            return {"cpu": n / cpu, "wall": n / wall}
-
-
-def interleaved_rates(fns: dict[str, Callable[[], Any]], seconds: float, rounds: int,
-                      warmup: int = 3) -> dict[str, dict[str, list[float]]]:
-    """Per contender and clock, its calls/s in each of ``rounds`` interleaved rounds of ``seconds / rounds``.
-
-    Each contender is called ``warmup`` times first. The order of the contenders is
-    reversed every other round, so that none always runs right after another.
-
-    Args:
-        fns: contender name -> a no-argument callable.
-        seconds: the (wall-clock) time each contender gets in all.
-        rounds: the number of rounds (>= 1).
-        warmup: calls per contender before the first round.
-
-    Returns:
-        ``{name: {"cpu": [calls per CPU-second of round 0, ...], "wall": [calls per second, ...]}}``.
-
-    Raises:
-        ValueError: when ``fns`` is empty, ``seconds`` is not positive or ``rounds`` < 1.
-    """
-    if not fns:
-        raise ValueError("interleaved_rates: fns must name at least one contender; got none")
-    if not seconds > 0:
-        raise ValueError(f"interleaved_rates: seconds must be positive; got {seconds!r}")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"interleaved_rates: rounds must be an int >= 1; got {rounds!r}")
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    names = list(fns)
-    rates: dict[str, dict[str, list[float]]] = {name: {clock: [] for clock in CLOCKS} for name in names}
-    for r in range(rounds):
-        for name in (names if r % 2 == 0 else names[::-1]):
-            for clock, rate in _round_rate(fns[name], seconds / rounds).items():
-                rates[name][clock].append(rate)
-    return rates
-
-
-def _pair_stats(fw: dict[str, list[float]], hand: dict[str, list[float]]) -> dict[str, Any]:
-    """Per clock: best-round rates, their ratio and the per-round ratios' median, min and max.
-
-    The headline ``ratio`` is the median of the per-round CPU-time ratios.
-    """
-    out: dict[str, Any] = {}
-    for clock in CLOCKS:
-        per_round = [f / h for f, h in zip(fw[clock], hand[clock])]
-        out[clock] = {"framework_calls_per_s": max(fw[clock]), "hand_calls_per_s": max(hand[clock]),
-                      "ratio": max(fw[clock]) / max(hand[clock]),
-                      "ratio_median_of_rounds": statistics.median(per_round),
-                      "ratio_min_of_rounds": min(per_round), "ratio_max_of_rounds": max(per_round)}
-    out["ratio"] = out["cpu"]["ratio_median_of_rounds"]
-    return out
-
-
-def measure(backends: tuple[str, ...] = BACKENDS, batch_sizes: tuple[int, ...] = BATCH_SIZES,
-            seconds: float = 3.0, rounds: int = 10, threads: int = 1, diagnose: bool = False) -> dict[str, Any]:
-    """Framework and hand-written calls/s and their ratio for every backend and batch size, in one run.
-
-    Args:
-        backends: backends to measure ("tf", "torch").
-        batch_sizes: batch sizes to measure.
-        seconds: wall-clock time per contender per batch size (split into ``rounds``).
-        rounds: interleaved rounds per batch size.
-        threads: CPU threads per framework (see `configure_threads`); 1 by default, as the paper's
-            single-threaded worker, and because on a shared machine more threads than free cores
-            make PyTorch's thread pool stall.
-        diagnose: also time the PyTorch layout variants (`diagnose_torch_layout`; needs "torch") and
-            count the ops one call runs on every backend (`op_counts`).
-
-    Returns:
-        ``{"config", "environment", "rows": [{"backend", "batch", "ratio", "cpu": {...}, "wall": {...},
-        "max_abs_diff"}], "diagnosis": {...} | None}``: per clock (`CLOCKS`) ``framework_calls_per_s``,
-        ``hand_calls_per_s`` (best rounds), ``ratio`` (framework / hand of the best rounds) and the
-        median, min and max of the per-round ratios; the row's ``ratio`` is the median of the
-        per-round CPU-time ratios.
-
-    Raises:
-        ValueError: for an unknown backend or a batch size that is not a positive int.
-        AssertionError: when a hand-written actor's Q-values differ from the framework's.
-    """
-    for backend in backends:
-        if backend not in BACKENDS:
-            raise ValueError(f"act_report.measure: backends must be among {BACKENDS}; got {backend!r}")
-    for batch in batch_sizes:
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"act_report.measure: batch_sizes must be positive ints; got {batch!r}")
-    if diagnose and "torch" not in backends:
-        raise ValueError(f"act_report.measure: diagnose=True needs 'torch' in backends; got {backends}")
-    thread_settings = configure_threads(threads)
-    load_before = os.getloadavg()
-    started = time.perf_counter()
-    rows = []
-    for backend in backends:
-        executor = build(backend)
-        for batch in batch_sizes:
-            framework, hand, states = setup_pair(backend, batch, executor)
-            diff = float(np.max(np.abs(executor.backend.to_numpy(framework(states)) - np.asarray(hand(states)))))
-            rates = interleaved_rates({"framework": lambda: framework(states), "hand": lambda: hand(states)},
-                                      seconds, rounds)
-            rows.append({"backend": backend, "batch": batch, **_pair_stats(rates["framework"], rates["hand"]),
-                         "max_abs_diff": diff})
-    diagnosis = None
-    if diagnose:
-        diagnosis = diagnose_torch_layout(batch_sizes, seconds, rounds)
-        diagnosis["op_counts"] = {backend: op_counts(backend) for backend in backends}
-    return {
-        "config": {"state_space": STATE_SPACE, "num_actions": NUM_ACTIONS, "backends": list(backends),
-                   "batch_sizes": list(batch_sizes), "seconds": seconds, "rounds": rounds, "threads": thread_settings,
-                   "target_ratio": TARGET_RATIO},
-        "environment": environment(load_before, time.perf_counter() - started),
-        "rows": rows, "diagnosis": diagnosis,
-    }
-
-
-def conv_layout_actor(weights: dict[str, np.ndarray], fuse_bias: bool, contiguous_kernel: bool) -> Callable:
-    """A hand-written PyTorch actor in `Conv2D`'s layout, optionally with one or both proposed changes.
-
-    Every convolution gets its input permuted NHWC -> NCHW and its output permuted back,
-    as `Conv2D`'s PyTorch body does; the kernel is stored ``(h, w, in, out)`` and
-    permuted at every call. The dense head is the hand-written actor's.
-
-    Args:
-        weights: the framework's weights (``executor.get_weights()``).
-        fuse_bias: pass the bias to ``conv2d`` instead of adding it to the permuted output.
-        contiguous_kernel: make the permuted kernel contiguous (a copy) before ``conv2d``.
-
-    Returns:
-        ``act(states torch.float32[B,84,84,4]) -> torch.float32[B,6]``.
-    """
-    import torch
-    import torch.nn.functional as fn
-
-    t = torch.from_numpy
-    convs = [(t(_weight(weights, f"{s}/kernel")), t(_weight(weights, f"{s}/bias")), stride) for s, stride in _CONVS]
-    (dk, db), (vk, vb), (ak, ab) = [(t(_weight(weights, f"{s}/kernel")), t(_weight(weights, f"{s}/bias")))
-                                    for s in ("dense_4", "value", "advantage")]
-
-    @torch.no_grad()
-    def act(states: Any) -> Any:
-        x = states
-        for kernel, bias, stride in convs:
-            k = kernel.permute(3, 2, 0, 1)
-            if contiguous_kernel:
-                k = k.contiguous()
-            if fuse_bias:
-                x = torch.relu(fn.conv2d(x.permute(0, 3, 1, 2), k, bias, stride=stride).permute(0, 2, 3, 1))
-            else:
-                x = torch.relu(fn.conv2d(x.permute(0, 3, 1, 2), k, stride=stride).permute(0, 2, 3, 1) + bias)
-        h = torch.relu(x.reshape(x.shape[0], -1) @ dk + db)
-        v = h @ vk + vb
-        a = h @ ak + ab
-        return v + a - a.mean(dim=-1, keepdim=True)
-    return act
-
-
-def diagnose_torch_layout(batch_sizes: tuple[int, ...] = BATCH_SIZES, seconds: float = 3.0,
-                          rounds: int = 10) -> dict[str, Any]:
-    """Calls/s of the PyTorch framework actor and of the `DIAGNOSIS_VARIANTS`, interleaved per batch size.
-
-    Every variant is checked against the framework's Q-values before timing.
-
-    Returns:
-        ``{"variants": {name: description}, "rows": [{"batch", "framework", <variant>: calls/s, ...,
-        "ratios": {name: ratio}}]}``: best round's calls per CPU-second, and per contender the median
-        over rounds of its rate over the hand-written actor's in the same round.
-
-    Raises:
-        AssertionError: when a variant's Q-values differ from the framework's.
-    """
-    executor = build("torch")
-    weights = executor.get_weights()
-    actors = {"hand-written": hand_written("torch", weights),
-              "conv2d-layout": conv_layout_actor(weights, fuse_bias=False, contiguous_kernel=False),
-              "+fused-bias": conv_layout_actor(weights, fuse_bias=True, contiguous_kernel=False),
-              "+contiguous-kernel": conv_layout_actor(weights, fuse_bias=False, contiguous_kernel=True),
-              "+both": conv_layout_actor(weights, fuse_bias=True, contiguous_kernel=True)}
-    rows = []
-    for batch in batch_sizes:
-        framework, _, states = setup_pair("torch", batch, executor)
-        expected = executor.backend.to_numpy(framework(states))
-        for name, actor in actors.items():
-            np.testing.assert_allclose(actor(states).numpy(), expected, rtol=1e-4, atol=1e-5,
-                                       err_msg=f"diagnosis variant {name!r} at batch {batch}")
-        fns = {"framework": lambda: framework(states)}
-        fns.update({name: (lambda a=actor: a(states)) for name, actor in actors.items()})
-        rates = interleaved_rates(fns, seconds, rounds)
-        hand_rounds = rates["hand-written"]["cpu"]
-        rows.append({"batch": batch, **{name: max(r["cpu"]) for name, r in rates.items()},
-                     "ratios": {name: statistics.median(x / h for x, h in zip(r["cpu"], hand_rounds))
-                                for name, r in rates.items()}})
-    return {"variants": dict(DIAGNOSIS_VARIANTS), "rows": rows}
-
-
-#: TensorFlow graph nodes that are not ops run per call in any meaningful sense.
-_TF_IGNORED_NODES = ("Const", "Placeholder", "NoOp", "Identity")
-
-
-def op_counts(backend: str, batch: int = 1) -> dict[str, dict[str, Any]]:
-    """The ops one call runs, framework and hand-written: a count that machine load cannot blur.
-
-    PyTorch: the top-level ATen ops one call dispatches (``torch.profiler``: ops called from
-    Python, not the ones they call in turn). TensorFlow: the nodes of the traced function's
-    graph, without ``Const``, ``Placeholder``, ``NoOp`` and ``Identity``.
-
-    Returns:
-        ``{"framework": {"total": n, "by_op": {op: n}}, "hand": {...}}``.
-
-    Raises:
-        ValueError: for an unknown backend.
-    """
-    if backend not in BACKENDS:
-        raise ValueError(f"act_report.op_counts: backend must be one of {BACKENDS}; got {backend!r}")
-    framework, hand, states = setup_pair(backend, batch)
-    out: dict[str, dict[str, Any]] = {}
-    for name, fn in (("framework", framework), ("hand", hand)):
-        if backend == "torch":
-            import torch
-
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-                fn(states)
-            ops = [e.name for e in prof.events() if e.cpu_parent is None]
-        else:
-            graph = fn.get_concrete_function().graph.as_graph_def()
-            ops = [node.op for node in graph.node if node.op not in _TF_IGNORED_NODES]
-        by_op: dict[str, int] = {}
-        for op in ops:
-            by_op[op] = by_op.get(op, 0) + 1
-        out[name] = {"total": len(ops), "by_op": dict(sorted(by_op.items(), key=lambda kv: (-kv[1], kv[0])))}
-    return out
-
-
-def git_revision() -> str:
-    """The checkout's commit (with ``+dirty`` when tracked files differ from it), or 'unknown'."""
-    root = Path(__file__).resolve().parents[2]
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                             check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return rev + ("+dirty" if dirty else "")
-
-
-def environment(load_before: tuple[float, float, float], seconds: float) -> dict[str, Any]:
-    """Machine, versions, date, revision and the load averages around a measurement of ``seconds``."""
-    out: dict[str, Any] = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "git_revision": git_revision(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, {platform.system()} {platform.release()}",
-        "processor": _cpu_model(),
-        "python": platform.python_version(), "numpy": np.__version__,
-        "load_average_before": [round(x, 2) for x in load_before],
-        "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "measurement_seconds": round(seconds, 1),
-    }
-    for module, key in (("tensorflow", "tensorflow"), ("torch", "torch")):
-        try:
-            out[key] = __import__(module).__version__
-        except ImportError:
-            out[key] = None
-    return out
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def table(result: dict[str, Any]) -> str:
@@ -396,41 +57,37 @@ def table(result: dict[str, Any]) -> str:
     Rates are the best round's calls per CPU-second; the headline ratio is the median of the
     per-round CPU ratios, with their range, the best rounds' ratio and the wall-clock median beside it.
     """
-    lines = ["| backend | batch | framework calls/CPU-s | hand-written calls/CPU-s | framework / hand: median "
-             "of rounds (CPU) | range over rounds | ratio of best rounds (CPU) | median of rounds (wall clock) "
-             "| max abs diff |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    header = ["backend", "batch", "framework calls/CPU-s", "hand-written calls/CPU-s",
+              "framework / hand: median of rounds (CPU)", "range over rounds", "ratio of best rounds (CPU)",
+              "median of rounds (wall clock)", "max abs diff"]
+    rows = []
     for row in result["rows"]:
         cpu, wall = row["cpu"], row["wall"]
         flag = "" if row["ratio"] >= result["config"]["target_ratio"] else " (below target)"
-        lines.append(f"| {row['backend']} | {row['batch']} | {cpu['framework_calls_per_s']:.1f} | "
-                     f"{cpu['hand_calls_per_s']:.1f} | **{row['ratio']:.3f}**{flag} | "
-                     f"{cpu['ratio_min_of_rounds']:.3f}-{cpu['ratio_max_of_rounds']:.3f} | {cpu['ratio']:.3f} | "
-                     f"{wall['ratio_median_of_rounds']:.3f} | {row['max_abs_diff']:.1e} |")
-    return "\n".join(lines)
+        rows.append([row["backend"], row["batch"], f"{cpu['framework_calls_per_s']:.1f}",
+                     f"{cpu['hand_calls_per_s']:.1f}", f"**{row['ratio']:.3f}**{flag}",
+                     f"{cpu['ratio_min_of_rounds']:.3f}-{cpu['ratio_max_of_rounds']:.3f}", f"{cpu['ratio']:.3f}",
+                     f"{wall['ratio_median_of_rounds']:.3f}", f"{row['max_abs_diff']:.1e}"])
+    return markdown_table(header, rows)
 
 
 def diagnosis_table(diagnosis: dict[str, Any]) -> str:
     """The Markdown table of the PyTorch layout diagnosis: calls per CPU-second, and the ratio to the hand-written."""
     names = ["framework"] + list(diagnosis["variants"])
-    lines = ["| batch | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
-    for row in diagnosis["rows"]:
-        lines.append(f"| {row['batch']} | " + " | ".join(f"{row[n]:.1f} ({row['ratios'][n]:.3f})" for n in names)
-                     + " |")
-    return "\n".join(lines)
+    rows = [[row["batch"], *(f"{row[n]:.1f} ({row['ratios'][n]:.3f})" for n in names)] for row in diagnosis["rows"]]
+    return markdown_table(["batch", *names], rows)
 
 
 def op_count_table(counts: dict[str, dict[str, Any]]) -> str:
     """Markdown: per backend, the ops per call of the framework and the hand-written actor, and the difference."""
-    lines = ["| backend | framework ops | hand-written ops | framework ops by type | extra ops in the framework |",
-             "|---|---|---|---|---|"]
+    rows = []
     for backend, c in counts.items():
         fw, hand = c["framework"], c["hand"]
         extra = {op: n - hand["by_op"].get(op, 0) for op, n in fw["by_op"].items() if n > hand["by_op"].get(op, 0)}
-        lines.append(f"| {backend} | {fw['total']} | {hand['total']} | "
-                     + ", ".join(f"{op} {n}" for op, n in fw["by_op"].items()) + " | "
-                     + (", ".join(f"{op} +{n}" for op, n in extra.items()) or "none") + " |")
-    return "\n".join(lines)
+        rows.append([backend, fw["total"], hand["total"], ", ".join(f"{op} {n}" for op, n in fw["by_op"].items()),
+                     ", ".join(f"{op} +{n}" for op, n in extra.items()) or "none"])
+    return markdown_table(["backend", "framework ops", "hand-written ops", "framework ops by type",
+                           "extra ops in the framework"], rows)
 
 
 def summary(result: dict[str, Any]) -> list[str]:

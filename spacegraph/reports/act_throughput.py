@@ -13,14 +13,13 @@ network alone.
 
 from __future__ import annotations
 
-import statistics
-import time
 from typing import Any, Callable
 
 import numpy as np
 
 from harness.execution.executor import GraphExecutor
 from harness.graph import Component, api
+from harness.measure.timing import calls_per_s
 from reference_agents.components.nn import DuelingHead, NeuralNetwork
 from reference_agents.components.nn.network import nature_dqn_layers
 
@@ -28,6 +27,9 @@ NUM_ACTIONS = 6
 STATE_SPACE = "float32[B,84,84,4]"
 #: (scope, stride) of the Nature DQN convolutions, all 'valid' and relu.
 _CONVS = (("conv2d_0", 4), ("conv2d_1", 2), ("conv2d_2", 1))
+#: The backends and batch sizes the act throughput is measured at.
+BACKENDS = ("tf", "torch")
+BATCH_SIZES = (1, 4, 16, 64)
 
 
 class QActor(Component):
@@ -127,23 +129,6 @@ def _tf_actor(convs, dense, value, adv) -> Callable[[Any], Any]:
     return act
 
 
-def _rate(fn: Callable[[], Any], seconds: float, rounds: int = 3, warmup: int = 5) -> float:
-    """Median over ``rounds`` of calls/s of ``fn``, each round about ``seconds`` long, after a warm-up."""
-    for _ in range(warmup):
-        fn()
-    rates = []
-    for _ in range(rounds):
-        n, start = 0, time.perf_counter()
-        while True:
-            fn()
-            n += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                break
-        rates.append(n / elapsed)
-    return statistics.median(rates)
-
-
 def setup_pair(backend: str, batch: int, executor: GraphExecutor | None = None,
                rtol: float = 1e-4, atol: float = 1e-5) -> tuple[Callable, Callable, Any]:
     """``(framework, hand, states)`` for one batch size, checked to agree before any timing.
@@ -163,15 +148,15 @@ def setup_pair(backend: str, batch: int, executor: GraphExecutor | None = None,
     return framework, hand, states
 
 
-def measure(backend: str, batch_sizes: tuple[int, ...] = (1, 4, 16, 64),
+def measure(backend: str, batch_sizes: tuple[int, ...] = BATCH_SIZES,
             seconds: float = 0.5) -> dict[int, dict[str, float]]:
     """Per batch size: framework calls/s, hand-written calls/s and their ratio (framework / hand)."""
     executor = build(backend)
     out: dict[int, dict[str, float]] = {}
     for batch in batch_sizes:
         framework, hand, states = setup_pair(backend, batch, executor)
-        fw = _rate(lambda: framework(states), seconds)
-        hd = _rate(lambda: hand(states), seconds)
+        fw = calls_per_s(lambda: framework(states), seconds, rounds=3, warmup=5)
+        hd = calls_per_s(lambda: hand(states), seconds, rounds=3, warmup=5)
         out[batch] = {"framework_calls_per_s": fw, "hand_calls_per_s": hd, "ratio": fw / hd}
     return out
 

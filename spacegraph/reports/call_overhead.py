@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 import numpy as np
 
 from harness.execution.executor import GraphExecutor
-from spacegraph.reports.graphs import DenseStack
+from harness.measure.timing import calls_per_s
 from harness.spaces import FloatBox
-
-
-def _rate(fn: Callable[[], Any], seconds: float) -> float:
-    """Calls per second of ``fn`` over about ``seconds`` (after a short warm-up)."""
-    for _ in range(20):
-        fn()
-    n, start = 0, time.perf_counter()
-    while True:
-        for _ in range(50):
-            fn()
-        n += 50
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return n / elapsed
+from spacegraph.reports.graphs import DenseStack
 
 
 def by_hand(executor: GraphExecutor, method: str) -> Callable:
@@ -62,6 +48,6 @@ def measure(backend: str, blocks: int = 2, batch: int = 16, seconds: float = 0.5
     x = executor.backend.to_tensor(np.random.default_rng(0).standard_normal((batch, 16)).astype(np.float32))
     framework, hand = executor.api_function("apply"), by_hand(executor, "apply")
     np.testing.assert_allclose(executor.backend.to_numpy(framework(x)), executor.backend.to_numpy(hand(x)), rtol=1e-6)
-    fw = _rate(lambda: framework(x), seconds)
-    hd = _rate(lambda: hand(x), seconds)
+    fw = calls_per_s(lambda: framework(x), seconds, warmup=20, batch=50)
+    hd = calls_per_s(lambda: hand(x), seconds, warmup=20, batch=50)
     return {"framework_calls_per_s": fw, "hand_calls_per_s": hd, "ratio": fw / hd}

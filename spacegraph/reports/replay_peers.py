@@ -28,12 +28,15 @@ import json
 import os
 import platform
 import random
-import time
 from typing import Any, Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
+
+from harness.measure.tables import markdown_table  # noqa: E402
+from harness.measure.timing import time_us  # noqa: E402
+from spacegraph.reports.rllib import import_rllib_safely  # noqa: E402
 
 RECORD = "[B]{state: float32[4], action: int64[], reward: float32[], terminal: bool[]}"
 OPERATIONS = ("insert", "sample", "update", "step")
@@ -49,28 +52,6 @@ def records(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
 def priorities(rng: np.random.Generator, n: int) -> np.ndarray:
     """Positive priorities, like absolute TD errors."""
     return (np.abs(rng.standard_normal(n)) + 1e-3).astype(np.float32)
-
-
-def time_us(fn: Callable[[], Any], seconds: float, rounds: int = 9) -> float:
-    """The least over ``rounds`` of the mean µs per call of ``fn`` (about ``seconds`` in all, after a warm-up).
-
-    The least round, as `timeit` advises: on a shared machine other load only ever adds time.
-    """
-    for _ in range(5):
-        fn()
-    start, n = time.perf_counter(), 0
-    while n < 5 or time.perf_counter() - start < 0.05:
-        fn()
-        n += 1
-    per_call = (time.perf_counter() - start) / n
-    number = max(1, int(seconds / rounds / per_call))
-    means = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        means.append((time.perf_counter() - t0) / number * 1e6)
-    return min(means)
 
 
 # ---- ours ---------------------------------------------------------------------------------------
@@ -122,20 +103,6 @@ def ours_calls(executor: Any, batch: int, seed: int = 1) -> dict[str, dict[str, 
 
 
 # ---- RLlib ---------------------------------------------------------------------------------------
-def import_rllib_safely() -> None:
-    """Imports TensorFlow (when installed) before RLlib.
-
-    RLlib's ``try_import_tf`` calls ``tf.compat.v1.disable_v2_behavior()`` when it is
-    the first to import TensorFlow, which switches eager execution off for the whole
-    process and breaks our TF backend (its API functions then return symbolic
-    tensors). With TensorFlow already imported, RLlib leaves it alone.
-    """
-    try:
-        import tensorflow  # noqa: F401
-    except ImportError:
-        pass
-
-
 def rllib_version() -> str | None:
     """RLlib's (Ray's) version, or None when ``ray.rllib`` cannot be imported."""
     import_rllib_safely()
@@ -242,19 +209,17 @@ def versions(backends: tuple[str, ...]) -> dict[str, str | None]:
 def table(result: dict[str, Any]) -> str:
     """A Markdown table: one row per (backend, call path), µs per operation and speed vs RLlib."""
     rl = result["rllib"]
-    head = "| contender | " + " | ".join(f"{op} µs" for op in OPERATIONS) + " | " + \
-        " | ".join(f"{op} speed vs RLlib" for op in OPERATIONS) + " |"
-    lines = [head, "|" + "---|" * (1 + 2 * len(OPERATIONS))]
+    header = ["contender", *(f"{op} µs" for op in OPERATIONS), *(f"{op} speed vs RLlib" for op in OPERATIONS)]
+    rows = []
     if rl is not None:
-        lines.append("| RLlib PrioritizedReplayBuffer | " + " | ".join(f"{rl[op]:.1f}" for op in OPERATIONS)
-                     + " | " + " | ".join("1.00" for _ in OPERATIONS) + " |")
+        rows.append(["RLlib PrioritizedReplayBuffer", *(f"{rl[op]:.1f}" for op in OPERATIONS),
+                     *("1.00" for _ in OPERATIONS)])
     for backend, paths in result["ours"].items():
         for path, ops in paths.items():
             ratios = result["speed_ratio"][backend][path]
-            lines.append(f"| ours, {backend}, {path} | " + " | ".join(f"{ops[op]:.1f}" for op in OPERATIONS)
-                         + " | " + " | ".join("n/a" if ratios[op] is None else f"{ratios[op]:.2f}"
-                                               for op in OPERATIONS) + " |")
-    return "\n".join(lines)
+            rows.append([f"ours, {backend}, {path}", *(f"{ops[op]:.1f}" for op in OPERATIONS),
+                         *("n/a" if ratios[op] is None else f"{ratios[op]:.2f}" for op in OPERATIONS)])
+    return markdown_table(header, rows)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from spacegraph.reports import act_report, act_throughput
+from spacegraph.reports import act_diagnosis, act_report, act_throughput
 from harness.testing.plugin import selected_backends
 
 BACKENDS = tuple(b for b in selected_backends()
@@ -111,13 +111,13 @@ def test_torch_layout_variants_agree_and_are_timed():
 
 @pytest.mark.skipif("torch" not in BACKENDS, reason="torch not selected or installed")
 def test_torch_layout_variant_without_bias_is_caught(monkeypatch):
-    real = act_report.conv_layout_actor
+    real = act_diagnosis.conv_layout_actor
 
     def no_bias(weights, fuse_bias, contiguous_kernel):
         zeroed = {k: (np.zeros_like(v) if "conv2d_0/bias" in k else v) for k, v in weights.items()}
         return real(zeroed, fuse_bias, contiguous_kernel)
 
-    monkeypatch.setattr(act_report, "conv_layout_actor", no_bias)
+    monkeypatch.setattr(act_diagnosis, "conv_layout_actor", no_bias)
     with pytest.raises(AssertionError, match="diagnosis variant"):
         act_report.diagnose_torch_layout((1,), seconds=0.01, rounds=1)
 

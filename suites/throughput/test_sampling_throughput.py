@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spacegraph.reports import sampling_throughput as st
+from spacegraph.reports import sampling_contenders, sampling_throughput as st
 from harness.testing.plugin import selected_backends
 
 BACKENDS = tuple(b for b in selected_backends()
@@ -144,7 +144,7 @@ def test_rllib_reported_missing_when_import_fails(monkeypatch):
 
 
 def test_run_without_rllib_skips_its_column_cleanly(monkeypatch):
-    monkeypatch.setattr(st, "rllib_available", lambda: "ray[rllib] is not installed (test)")
+    monkeypatch.setattr(sampling_contenders, "rllib_available", lambda: "ray[rllib] is not installed (test)")
     result = st.measure(PONG, (_ours_backend(),), (1,), capacity=100, raw_ale=False,
                         **{**SHORT, "seconds": 0.1, "rounds": 1})
     (row,) = result["rows"]
@@ -161,7 +161,7 @@ def test_asv_rllib_benchmark_skips_without_rllib(monkeypatch):
     spec = importlib.util.spec_from_file_location("asv_bench_sampling_test", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    monkeypatch.setattr(st, "rllib_available", lambda: "ray[rllib] is not installed (test)")
+    monkeypatch.setattr(sampling_contenders, "rllib_available", lambda: "ray[rllib] is not installed (test)")
     with pytest.raises(NotImplementedError, match="not installed"):
         module.PongSamplingVsRLlib().setup("torch", 1)
 

@@ -20,6 +20,7 @@ import numpy as np
 from reference_agents.components.memories.frame_index import RECORD_FIELDS, FrameIndex
 
 COMPRESSIONS = (None, "lz4")
+BYTES_HEADER = 33  # sys.getsizeof(b"") on CPython 3.x: what each LZ4 blob costs beyond its length
 
 
 class HostSumMinTrees:
@@ -49,12 +50,13 @@ class HostSumMinTrees:
     def prefix_sum_index(self, masses: np.ndarray) -> np.ndarray:
         """The leaf holding each mass, walking float32 node sums from the root as `SegmentTree` does."""
         node = np.ones(len(masses), np.int64)
-        mass = np.asarray(masses, np.float32).copy()
-        while node[0] < self.leaves if node.size else False:
-            left = self.sum[2 * node]
+        mass = np.array(masses, np.float32)
+        for _ in range(self.leaves.bit_length() - 1):
+            node <<= 1                       # the left child
+            left = self.sum[node]
             right = mass >= left
-            mass = np.where(right, mass - left, mass).astype(np.float32)
-            node = 2 * node + right
+            mass -= left * right             # sums are finite, so this is mass - left or mass exactly
+            node += right
         return node - self.leaves
 
 
@@ -225,10 +227,12 @@ class HostFrameReplay:
 
     # ---- accounting and state -----------------------------------------------------------------
     def frame_nbytes(self) -> int:
-        """Bytes the stored frames take: the array, or the LZ4 blobs (their lengths) and the list's pointers."""
+        """Bytes the stored frames take: the array, or the LZ4 blobs (their lengths plus CPython's 33-byte
+        ``bytes`` header each) and the list's pointers."""
         if self.frames is not None:
             return int(self.frames.nbytes)
-        return int(self.packed_bytes + 8 * len(self.packed))
+        blobs = min(self.index.frames_written, self.index.frame_capacity)
+        return int(self.packed_bytes + BYTES_HEADER * blobs + 8 * len(self.packed))
 
     def nbytes(self) -> int:
         """Bytes of the whole store: frames, index and trees."""

@@ -221,3 +221,52 @@ def test_worker_samples_go_into_the_host_store_with_frames_once():
     assert store.size == total
     assert_valid_equal_oracle(store, oracle)
     assert store.index.frames_written <= total + 2 * 4 * 2 + 8  # one frame per step (+ stacks met mid-window)
+
+
+def _pong_config(**memory):
+    import yaml
+
+    from reference_agents.agents import CONFIG_DIR
+
+    with open(os.path.join(CONFIG_DIR, "dqn_pong.yaml")) as fh:
+        cfg = yaml.safe_load(fh)
+    cfg["memory"].update(memory)
+    cfg["update"] = {"batch_size": 8, "start_after": 0, "every": 4, "repeats": 1}
+    return cfg
+
+
+@pytest.mark.parametrize("form,compression", [("host", None), ("host", "lz4"), ("graph", None)])
+def test_agent_checkpoint_keeps_the_frame_replay(tmp_path, form, compression):
+    from reference_agents.agents import DQNAgent
+
+    backend = BACKENDS[-1]
+    agent = DQNAgent(_pong_config(capacity=64, form=form, compression=compression), backend=backend, seed=0)
+    rows = atari_like_records(np.random.default_rng(7), 2, 30, 3, frame_shape=(84, 84), palette=2)
+    agent.observe_transitions(stack_records(rows))
+    agent.flush()
+    agent.update()
+    size = agent.memory_size()
+    agent.save_checkpoint(str(tmp_path))
+    loaded = DQNAgent.load_checkpoint(str(tmp_path))
+    assert loaded.memory_size() == size > 0
+    index = getattr(loaded.replay, "index", None) or loaded.replay.store.index
+    np.testing.assert_array_equal(index.valid, (getattr(agent.replay, "index", None) or agent.replay.store.index).valid)
+    if form == "host":
+        slots = np.flatnonzero(index.valid)
+        for key, value in agent.replay.store.records_at(slots).items():
+            np.testing.assert_array_equal(loaded.replay.store.records_at(slots)[key], value)
+    else:
+        w0, w1 = agent.get_weights(everything=True), loaded.get_weights(everything=True)
+        np.testing.assert_array_equal(w0["dqn/memory/frames"], w1["dqn/memory/frames"])
+    loaded.update()
+
+
+def test_agent_config_errors_name_the_memory_key():
+    from reference_agents.agents import ConfigError, DQNAgent
+
+    with pytest.raises(ConfigError, match="memory.compression"):
+        DQNAgent(_pong_config(form="graph", compression="lz4"), backend=BACKENDS[0])
+    with pytest.raises(ConfigError, match="memory.capacity"):
+        DQNAgent(_pong_config(capacity=3), backend=BACKENDS[0])
+    with pytest.raises(ConfigError, match="memory.compression"):
+        DQNAgent(_pong_config(compression="zip"), backend=BACKENDS[0])

@@ -5,13 +5,82 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Sequence
 
+#: TF_CPP_MIN_LOG_LEVEL as the user set it (restored under --verbose); TensorFlow's C++ logs are off otherwise.
+_USER_TF_LOG_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # NumPy's BLAS pool, before NumPy loads: env-side Atari frames resize by small matrix products, which
 # ran 6x slower with the default pool on a busy 2-core machine (371 vs 2,351 steps/s).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+#: Lines TensorFlow's C++ side writes to stderr while it loads, before its log level applies: absl's
+#: "before absl::InitializeLog()" notice and absl-formatted lines (I/W/E + date, pid, file:line]).
+_TF_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+                       r"|[IWEF]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\] .*"
+                       r"|To enable the following instructions: .*rebuild TensorFlow.*)$")
+
+
+def set_log_level(verbose: bool) -> None:
+    """TensorFlow's (and absl's) logs off, or, with ``verbose``, as the environment asks (TF's default)."""
+    if verbose:
+        if _USER_TF_LOG_LEVEL is None:
+            os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+        else:
+            os.environ["TF_CPP_MIN_LOG_LEVEL"] = _USER_TF_LOG_LEVEL
+    else:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+
+
+def import_tensorflow_quietly(verbose: bool = False) -> bool:
+    """Imports TensorFlow now, dropping the start-up lines its C++ side writes to stderr.
+
+    TensorFlow writes absl's notice, oneDNN's and CUDA's start-up lines straight to file
+    descriptor 2 while it loads, whatever ``TF_CPP_MIN_LOG_LEVEL`` says. Unless ``verbose``,
+    stderr is caught during the import and every other line is passed on. Later imports are
+    free. Nothing happens when TensorFlow is imported already or not installed.
+
+    Returns:
+        Whether TensorFlow is importable.
+    """
+    import importlib.util
+
+    if "tensorflow" in sys.modules:
+        return True
+    if importlib.util.find_spec("tensorflow") is None:
+        return False
+    if verbose:
+        import tensorflow  # noqa: F401
+        return True
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            import tensorflow as tf
+
+            tf.get_logger().setLevel("ERROR")
+            try:
+                from absl import logging as absl_logging
+
+                absl_logging.set_verbosity(absl_logging.ERROR)
+            except ImportError:
+                pass
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        caught.seek(0)
+        text = caught.read().decode(errors="replace")
+    kept = [line for line in text.splitlines() if line.strip() and not _TF_NOISE.match(line)]
+    if kept:
+        print("\n".join(kept), file=sys.stderr)
+    return True
 
 
 def _kv(items: list[str] | None, what: str) -> dict[str, str]:
@@ -37,6 +106,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         raise SystemExit(f"spacegraph build: {exc}") from None
     from harness.graph.errors import SpacegraphError
 
+    if "tf" in args.backend:
+        import_tensorflow_quietly(args.verbose_logs)
     for backend in args.backend:
         try:
             result = profile_build(factory, spaces, backend, repeats=args.repeats if args.profile else 1)
@@ -49,6 +120,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from spacegraph.demo import run_demo
 
+    if "tf" in args.backend:
+        import_tensorflow_quietly(args.verbose_logs)
     return run_demo(backends=args.backend, train_steps=args.train_steps, train_seconds=args.train_seconds)
 
 
@@ -75,11 +148,20 @@ def _positive_float(text: str) -> float:
     return value
 
 
+#: Where a bare config name is looked for, in order (relative to the current folder), before the installed package.
+CONFIG_SEARCH = (".", "configs", os.path.join("reference_agents", "configs"))
+
+
 def resolve_config(text: str) -> str:
-    """A config file path for ``text``: an existing file, or a bare name of a file in ``reference_agents/configs``.
+    """A config file path for ``text``: an existing file, or a bare name (``dqn_cartpole``).
+
+    A bare name is ``NAME.yaml``/``.yml``/``.json`` in the current folder, in ``configs/`` (a
+    project's), in ``reference_agents/configs/`` (a checkout of this repository), and last in
+    the installed ``reference_agents`` package: a checkout's file wins over the installed copy.
+    `describe_config` says which one was taken.
 
     Raises:
-        ConfigError: naming ``text`` and, for a bare name, the configs that exist.
+        ConfigError: naming ``text`` and, for a bare name, the folders searched and the configs there.
     """
     from reference_agents.agents import CONFIG_DIR, ConfigError
 
@@ -87,15 +169,47 @@ def resolve_config(text: str) -> str:
         return text
     bare = os.sep not in text and "/" not in text and not text.endswith((".yaml", ".yml", ".json"))
     if bare:
-        for ext in (".yaml", ".yml", ".json"):
-            candidate = os.path.join(CONFIG_DIR, text + ext)
-            if os.path.isfile(candidate):
-                return candidate
+        folders = [*CONFIG_SEARCH, CONFIG_DIR]
+        for folder in folders:
+            for ext in (".yaml", ".yml", ".json"):
+                candidate = os.path.join(folder, text + ext)
+                if os.path.isfile(candidate):
+                    return candidate
         known = sorted(os.path.splitext(f)[0] for f in os.listdir(CONFIG_DIR)
                        if f.endswith((".yaml", ".yml", ".json")))
-        raise ConfigError(text, [("", f"no such file, and no config of that name in {CONFIG_DIR} "
+        raise ConfigError(text, [("", f"no such file, and no config of that name in {', '.join(folders)} "
                                       f"(there are: {', '.join(known) or 'none'})")])
     raise ConfigError(text, [("", "no such file")])
+
+
+def describe_config(text: str, path: str) -> str:
+    """Which file the config argument ``text`` resolved to (the installed copy is named as such)."""
+    from reference_agents.agents import CONFIG_DIR
+
+    where = os.path.abspath(path)
+    if os.path.abspath(os.path.dirname(path)) == os.path.abspath(CONFIG_DIR) and not \
+            os.path.abspath(CONFIG_DIR).startswith(os.path.abspath(os.curdir) + os.sep):
+        return f"{where} (the installed reference_agents package's copy of {text!r})"
+    return where
+
+
+def check_env_config(config, source: str) -> None:
+    """Makes the config's environment once, so that a bad ``env`` is a located config error.
+
+    Raises:
+        ConfigError: naming ``source`` and ``env.id``, ``env.atari`` or ``env.kwargs``.
+    """
+    from reference_agents.agents import ConfigError
+    from reference_agents.environments import make_env
+
+    try:
+        env = make_env(config.env.id, atari=config.env.atari, **config.env.kwargs)
+    except ValueError as exc:
+        message = str(exc).removeprefix("make_env: ")
+        key = ("env.id" if "environment id" in message or "env_id" in message
+               else "env.atari" if "atari" in message else "env.kwargs")
+        raise ConfigError(source, [(key, message)]) from None
+    env.close()
 
 
 def _train_summary(trainer, source: str) -> str:
@@ -163,6 +277,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                             f"own directory")
             backend = args.backend or read_trainer_state(args.resume).get("backend") or "tf"
             set_framework_threads(backend, args.threads)
+            if backend == "tf":
+                import_tensorflow_quietly(args.verbose_logs)
             trainer = Trainer.resume(args.resume, backend=args.backend, **options)
             source = f"the checkpoint in {args.resume}"
             if args.config is not None:
@@ -177,8 +293,15 @@ def cmd_train(args: argparse.Namespace) -> int:
             steps = args.steps or trainer.total_steps_target
         else:
             path = resolve_config(args.config)
+            print(f"spacegraph train: config {describe_config(args.config, path)}", file=sys.stderr)
+            from harness.specs.project import add_import_roots
+
+            add_import_roots([path])  # a project's own components, named in its config, import from its root
             config, _ = load_agent_config(path, {"backend": args.backend, "seed": args.seed})
+            check_env_config(config, path)
             set_framework_threads(config.backend, args.threads)
+            if config.backend == "tf":
+                import_tensorflow_quietly(args.verbose_logs)
             agent = DQNAgent(path, backend=args.backend, seed=args.seed)
             stem = os.path.splitext(os.path.basename(path))[0]
             out = args.out or os.path.join("runs", f"{stem}-{agent.backend}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -189,7 +312,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if trainer.worker.total_steps >= steps:
         print(f"spacegraph train: {trainer.out_dir} is already at {trainer.worker.total_steps:,} env steps "
-              f"(--steps {steps:,}); nothing to train", file=sys.stderr)
+              f"(--steps {steps:,}); nothing to train. --steps is the run's total: give more than "
+              f"{trainer.worker.total_steps:,} to go on", file=sys.stderr)
     try:
         trainer.train(steps)
     except KeyboardInterrupt:
@@ -236,6 +360,8 @@ def cmd_spaces(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `spacegraph` console script."""
     parser = argparse.ArgumentParser(prog="spacegraph", description=__doc__)
+    verbose_help = "show TensorFlow's start-up and C++ log lines (off by default)"
+    parser.add_argument("--verbose", dest="verbose_logs", action="store_true", help=verbose_help)
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="spaces, the Q-network on both backends and a short DQN CartPole run on each")
@@ -245,6 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="env steps of the short DQN CartPole run per backend (0: skip it; default 4000)")
     demo.add_argument("--train-seconds", type=_positive_float, default=15.0,
                       help="the most seconds of that run per backend (default 15)")
+    demo.add_argument("--verbose", dest="verbose_logs", action="store_true", default=argparse.SUPPRESS,
+                      help=verbose_help)
     demo.set_defaults(fn=cmd_demo)
 
     train = sub.add_parser("train", help="train an agent from a config; metrics, learning curve, checkpoints",
@@ -273,6 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
     train.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is not "
                                                                "a terminal")
+    train.add_argument("--verbose", dest="verbose_logs", action="store_true", default=argparse.SUPPRESS,
+                      help=verbose_help)
     train.set_defaults(fn=cmd_train)
 
     build = sub.add_parser("build", help="build a component and print its API table (and phase times)")
@@ -283,6 +413,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     build.add_argument("--profile", action="store_true", help="median phase times over --repeats builds")
     build.add_argument("--repeats", type=int, default=5)
     build.add_argument("--json", action="store_true", help="print JSON")
+    build.add_argument("--verbose", dest="verbose_logs", action="store_true", default=argparse.SUPPRESS,
+                      help=verbose_help)
     build.set_defaults(fn=cmd_build)
 
     spaces = sub.add_parser("spaces", help="parse a space text, sample it and check containment")
@@ -296,6 +428,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_spec_parser(sub, default_package="reference_agents")
 
     args = parser.parse_args(argv)
+    set_log_level(args.verbose_logs)
+    if args.command == "spec" and args.spec_command == "test":
+        chosen = args.backend or [b for b in os.environ.get("SPACEGRAPH_BACKENDS", "tf,torch").split(",") if b.strip()]
+        if "tf" in [b.strip() for b in chosen]:
+            import_tensorflow_quietly(args.verbose_logs)
     if getattr(args, "backend", None) is None and args.command in ("build", "demo"):
         args.backend = ["tf"] if args.command == "build" else ["tf", "torch"]
     return args.fn(args)

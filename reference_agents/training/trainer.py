@@ -1,294 +1,25 @@
-"""`Trainer`: trains an agent on a `VectorEnvWorker`, evaluates, logs metrics, plots and checkpoints (resumable).
-
-A run directory holds::
-
-    metrics.csv, metrics.jsonl   one row per evaluation (METRIC_COLUMNS), appended and flushed row by row
-    episodes.csv                 one row per finished training episode (EPISODE_COLUMNS)
-    learning_curve.png           training returns and evaluation means against env steps (needs matplotlib)
-    checkpoint/                  the agent's checkpoint, worker.json and trainer.json (replaced atomically)
-
-Typical use (the ``spacegraph train`` command does the same)::
-
-    agent = build_agent("dqn_cartpole", backend="torch", seed=0)
-    result = Trainer(agent, "runs/cartpole", eval_episodes=100, target_return=475.0).train(steps=100_000)
-    result.solved_at_step                       # None if the target was not reached
-    Trainer.resume("runs/cartpole").train(steps=150_000)   # continues to 150k steps in all
-"""
+"""`Trainer`: trains an agent on a `VectorEnvWorker` in chunks, evaluates, logs metrics, plots and checkpoints."""
 
 from __future__ import annotations
 
-import csv
-import dataclasses
-import io
-import json
 import math
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from typing import Any, Callable, TextIO
 
 import numpy as np
 
-from harness.execution.serialization import atomic_file
 from reference_agents.workers import VectorEnvWorker, WorkerStats
 
-METRIC_COLUMNS = ("env_steps", "frames", "wall_s", "train_s", "eval_s", "steps_per_s", "frames_per_s", "episodes",
-                  "train_return_100", "eval_return", "eval_episodes", "epsilon", "updates", "last_loss")
-EPISODE_COLUMNS = ("episode", "env_id", "return", "length", "terminated", "truncated", "end_step", "end_frame")
-METRICS_CSV, METRICS_JSONL, EPISODES_CSV = "metrics.csv", "metrics.jsonl", "episodes.csv"
-LEARNING_CURVE = "learning_curve.png"
-CHECKPOINT = "checkpoint"
-WORKER_STATE, TRAINER_STATE = "worker.json", "trainer.json"
-_STATE_FORMAT = "spacegraph-trainer"
-
-
-def set_framework_threads(backend: str, threads: int) -> bool:
-    """Sets the backend framework's intra- and inter-op thread pools to ``threads``.
-
-    Small DQN updates run fastest on one thread on a shared machine (torch's default
-    pool made one update 15x slower under load). TensorFlow accepts this only before it
-    has run anything; torch's inter-op pool likewise.
-
-    Args:
-        backend: ``"tf"`` or ``"torch"``.
-        threads: a positive int.
-
-    Returns:
-        True if every setting took effect, False if the framework was already initialised.
-
-    Raises:
-        ValueError: for an unknown backend or a non-positive ``threads``.
-    """
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads <= 0:
-        raise ValueError(f"set_framework_threads: threads must be a positive int; got {threads!r}")
-    if backend == "torch":
-        import torch
-
-        torch.set_num_threads(threads)
-        try:
-            torch.set_num_interop_threads(threads)
-        except RuntimeError:  # only allowed before the first parallel work
-            return torch.get_num_interop_threads() == threads
-        return True
-    if backend == "tf":
-        import tensorflow as tf
-
-        try:
-            tf.config.threading.set_intra_op_parallelism_threads(threads)
-            tf.config.threading.set_inter_op_parallelism_threads(threads)
-        except RuntimeError:  # TensorFlow has already been initialised
-            return tf.config.threading.get_intra_op_parallelism_threads() == threads
-        return True
-    raise ValueError(f"set_framework_threads: backend must be 'tf' or 'torch'; got {backend!r}")
-
-
-class ProgressBar:
-    """A one-line progress bar redrawn in place with ``\\r`` (at most every ``min_interval`` seconds).
-
-    Args:
-        total: the count at which the bar is full.
-        stream: where to draw (default ``sys.stderr``).
-        width: characters of the bar itself.
-        min_interval: seconds between redraws (`update` with ``force`` redraws at once).
-    """
-
-    def __init__(self, total: int, stream: TextIO | None = None, width: int = 24, min_interval: float = 0.2) -> None:
-        self.total = max(int(total), 1)
-        self.stream = stream if stream is not None else sys.stderr
-        self.width, self.min_interval = width, min_interval
-        self._last_draw = -math.inf
-        self._last_len = 0
-
-    def render(self, done: int, fields: dict[str, str]) -> str:
-        """The bar's text for ``done`` of `total` with the ``fields`` after it."""
-        frac = min(max(done / self.total, 0.0), 1.0)
-        filled = int(frac * self.width)
-        bar = "=" * filled + (">" if filled < self.width else "") + " " * max(self.width - filled - 1, 0)
-        text = f"[{bar}] {done:,}/{self.total:,} steps {100 * frac:3.0f}%"
-        return text + "".join(f"  {k} {v}" for k, v in fields.items())
-
-    def update(self, done: int, fields: dict[str, str], force: bool = False) -> None:
-        """Redraws the bar (if ``min_interval`` has passed since the last redraw, or ``force``)."""
-        now = time.perf_counter()
-        if not force and now - self._last_draw < self.min_interval:
-            return
-        self._last_draw = now
-        text = self.render(done, fields)
-        self.stream.write("\r" + text + " " * max(self._last_len - len(text), 0))
-        self.stream.flush()
-        self._last_len = len(text)
-
-    def close(self) -> None:
-        """Ends the line (the bar stays visible)."""
-        if self._last_len:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._last_len = 0
-
-
-@dataclasses.dataclass
-class TrainResult:
-    """What `Trainer.train` did (a run and its resumes together).
-
-    Attributes:
-        history: the metric rows (one per evaluation, keys `METRIC_COLUMNS`), oldest first.
-        solved_at_step: the env step of the first evaluation whose mean reached ``target_return``.
-        total_steps: env steps taken in all (summed over environments).
-        total_frames: emulator frames taken in all.
-        episodes: training episodes finished in all.
-        seconds: wall-clock seconds of this `train` call.
-        total_seconds: wall-clock seconds of all calls (resumes included), evaluation included.
-        train_seconds: of those, seconds spent stepping and updating (evaluation excluded).
-        stop_reason: ``"steps"``, ``"target_return"``, ``"max_seconds"``, ``"callback"`` or ``"interrupted"``.
-        out_dir: the run directory (None without one).
-        checkpoint: the checkpoint directory written last (None if none was written).
-    """
-
-    history: list[dict[str, Any]]
-    solved_at_step: int | None
-    total_steps: int
-    total_frames: int
-    episodes: int
-    seconds: float
-    total_seconds: float
-    train_seconds: float
-    stop_reason: str
-    out_dir: str | None = None
-    checkpoint: str | None = None
-
-    @property
-    def final_eval_return(self) -> float:
-        """The last evaluation's mean return (NaN before the first)."""
-        return _num(self.history[-1]["eval_return"]) if self.history else math.nan
-
-    @property
-    def steps_per_s(self) -> float:
-        """Env steps per second of stepping and updating, over all calls."""
-        return self.total_steps / self.train_seconds if self.train_seconds > 0 else math.nan
-
-
-def _fmt(value: Any, digits: int = 1) -> str:
-    """A number for people: ``-`` for None/NaN."""
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
-
-
-def _num(value: Any) -> float:
-    return math.nan if value is None else float(value)
-
-
-def _clean(value: Any) -> Any:
-    """A JSON-safe scalar: NaN and infinities become None, NumPy scalars Python ones."""
-    if isinstance(value, (np.generic,)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def read_trainer_state(directory: str | os.PathLike) -> dict[str, Any]:
-    """The trainer state saved in a run directory's checkpoint (counters, settings, backend, history).
-
-    Raises:
-        ValueError: naming the directory when it holds no readable trainer state.
-    """
-    ckpt = _checkpoint_dir(os.fspath(directory))
-    path = os.path.join(ckpt, TRAINER_STATE)
-    try:
-        with open(path) as fh:
-            state = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{os.fspath(directory)} holds no readable training checkpoint ({CHECKPOINT}/"
-                         f"{TRAINER_STATE}): {exc}") from None
-    if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
-        raise ValueError(f"{path} is not a trainer state (format "
-                         f"{state.get('format') if isinstance(state, dict) else None!r})")
-    return state
-
-
-def _checkpoint_dir(directory: str) -> str:
-    ckpt = os.path.join(directory, CHECKPOINT)
-    if not os.path.isdir(ckpt) and os.path.isdir(ckpt + ".old"):
-        ckpt += ".old"  # a save was cut between its two renames
-    return ckpt
-
-
-def _file_mode() -> int:
-    """The mode ``open`` gives new files under the current umask (``mkstemp`` files are 0600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def _atomic_write(path: str, text: str) -> None:
-    with atomic_file(path, "w", permissions=_file_mode()) as fh:
-        fh.write(text)
-
-
-def _csv_text(columns: tuple[str, ...], rows: list[dict[str, Any]], header: bool) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    if header:
-        writer.writerow(columns)
-    for row in rows:
-        writer.writerow(["" if _clean(row.get(c)) is None else _clean(row.get(c)) for c in columns])
-    return buf.getvalue()
-
-
-def _episode_rows(episodes: list[Any], first_index: int) -> list[dict[str, Any]]:
-    return [{"episode": first_index + i, "env_id": e.env_id, "return": e.episode_return, "length": e.length,
-             "terminated": int(e.terminated), "truncated": int(e.truncated), "end_step": e.end_step,
-             "end_frame": e.end_frame} for i, e in enumerate(episodes)]
-
-
-def plot_learning_curve(path: str, episodes: list[Any], history: list[dict[str, Any]],
-                        target_return: float | None = None, title: str = "") -> bool:
-    """Writes a PNG of training returns per episode and evaluation means against env steps (atomically).
-
-    Args:
-        path: the PNG to write.
-        episodes: finished `Episode`s (their ``end_step`` and ``episode_return``).
-        history: metric rows (``env_steps``, ``eval_return``).
-        target_return: drawn as a dashed line if given.
-        title: the plot's title.
-
-    Returns:
-        False (and writes nothing) when matplotlib is not installed.
-    """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return False
-    fig = Figure(figsize=(8, 4.5), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    if episodes:
-        steps = np.array([e.end_step for e in episodes], np.float64)
-        returns = np.array([e.episode_return for e in episodes], np.float64)
-        ax.plot(steps, returns, ".", ms=2, alpha=0.35, color="tab:blue", label="training episode return")
-        window = min(100, len(returns))
-        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=1.5, label=f"mean of last {window} episodes")
-    evals = [(r["env_steps"], r["eval_return"]) for r in history if _clean(r.get("eval_return")) is not None]
-    if evals:
-        xs, ys = zip(*evals)
-        ax.plot(xs, ys, "o-", color="tab:orange", ms=4, label="greedy evaluation mean")
-    if target_return is not None:
-        ax.axhline(target_return, ls="--", color="gray", lw=1, label=f"target {target_return:g}")
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("return")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    if episodes or evals:
-        ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    with atomic_file(path, suffix=".png", permissions=_file_mode()) as fh:
-        fig.savefig(fh, format="png")
-    return True
+from .checkpoints import _STATE_FORMAT, CHECKPOINT, load_run, write_checkpoint
+from .files import (
+    LEARNING_CURVE, METRIC_COLUMNS, METRICS_CSV, _clean, _fmt, append_episodes, append_metric_row, plot_learning_curve,
+    rewrite_run_files)
+from .progress import ProgressBar
+from .result import TrainResult
 
 
 def _check_positive(name: str, value: Any, kind: type = int) -> None:
@@ -402,31 +133,19 @@ class Trainer:
 
     def _rewrite_files(self) -> None:
         """Makes the metric and episode files hold exactly this trainer's history (no rows beyond it)."""
-        _atomic_write(self._path(METRICS_CSV), _csv_text(METRIC_COLUMNS, self.history, header=True))
-        _atomic_write(self._path(METRICS_JSONL), "".join(json.dumps({k: _clean(r.get(k)) for k in METRIC_COLUMNS})
-                                                         + "\n" for r in self.history))
-        episodes = self.worker.episodes
-        _atomic_write(self._path(EPISODES_CSV), _csv_text(EPISODE_COLUMNS, _episode_rows(episodes, 0), header=True))
-        self._episodes_written = len(episodes)
-
-    def _append(self, name: str, text: str) -> None:
-        with open(self._path(name), "a", newline="") as fh:
-            fh.write(text)
-            fh.flush()
+        self._episodes_written = rewrite_run_files(self.out_dir, self.history, self.worker.episodes)
 
     def _write_row(self, row: dict[str, Any]) -> None:
         if self.out_dir is None:
             return
-        self._append(METRICS_CSV, _csv_text(METRIC_COLUMNS, [row], header=False))
-        self._append(METRICS_JSONL, json.dumps({k: _clean(row.get(k)) for k in METRIC_COLUMNS}) + "\n")
+        append_metric_row(self.out_dir, row)
 
     def _write_episodes(self) -> None:
         if self.out_dir is None:
             return
         new = self.worker.episodes[self._episodes_written:]
         if new:
-            self._append(EPISODES_CSV, _csv_text(EPISODE_COLUMNS, _episode_rows(new, self._episodes_written),
-                                                 header=False))
+            append_episodes(self.out_dir, new, self._episodes_written)
             self._episodes_written += len(new)
 
     def plot(self) -> str | None:
@@ -462,7 +181,7 @@ class Trainer:
 
         The checkpoint is written into a temporary directory that then replaces the previous
         one by renames, so an interrupted save leaves the previous checkpoint whole (under
-        ``checkpoint`` or, between the two renames, ``checkpoint.old``).
+        ``checkpoint`` or, between the two renames, ``checkpoint.old``; see `write_checkpoint`).
 
         Returns:
             The checkpoint directory.
@@ -472,24 +191,7 @@ class Trainer:
         """
         if self.out_dir is None:
             raise ValueError("Trainer.save_checkpoint: this trainer has no out_dir")
-        final = self._path(CHECKPOINT)
-        old = final + ".old"
-        tmp = tempfile.mkdtemp(prefix=".checkpoint-", dir=self.out_dir)
-        try:
-            self.agent.save_checkpoint(tmp)
-            with open(os.path.join(tmp, WORKER_STATE), "w") as fh:
-                json.dump(self.worker.state_dict(), fh)
-            with open(os.path.join(tmp, TRAINER_STATE), "w") as fh:
-                json.dump(self.state_dict(), fh, indent=1)
-            if os.path.exists(old):
-                shutil.rmtree(old)
-            if os.path.exists(final):
-                os.rename(final, old)
-            os.rename(tmp, final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
+        final = write_checkpoint(self.out_dir, self.agent, self.worker, self)
         self.last_checkpoint = final
         self._checkpoint_step = self.worker.total_steps
         return final
@@ -514,36 +216,7 @@ class Trainer:
             ValueError: naming the directory and what is missing or inconsistent.
         """
         directory = os.fspath(directory)
-        ckpt = _checkpoint_dir(directory)
-        try:
-            state = read_trainer_state(directory)
-        except ValueError as exc:
-            raise ValueError(f"Trainer.resume: {exc}") from None
-        try:
-            with open(os.path.join(ckpt, WORKER_STATE)) as fh:
-                worker_state = json.load(fh)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"Trainer.resume: {directory} holds no readable worker state ({CHECKPOINT}/"
-                             f"{WORKER_STATE}): {exc}") from None
-        if agent_loader is None:
-            from reference_agents.agents import DQNAgent
-
-            agent_loader = DQNAgent.load_checkpoint
-        agent = agent_loader(ckpt, backend)
-        settings = {k: state.get(k) for k in ("eval_every", "eval_episodes", "eval_envs", "target_return",
-                                              "checkpoint_every")}
-        settings.update({k: v for k, v in kwargs.items() if v is not None or k not in settings})
-        if "worker" in settings:
-            raise ValueError("Trainer.resume: the worker is made for the restored agent; do not pass one")
-        worker = VectorEnvWorker.for_agent(agent)
-        if worker_state.get("num_envs", worker.num_envs) != worker.num_envs:
-            raise ValueError(f"Trainer.resume: {directory} was trained with {worker_state.get('num_envs')} "
-                             f"environments; this worker has {worker.num_envs}")
-        worker.load_state_dict(worker_state)
-        timesteps = getattr(agent, "timesteps", None)
-        if not worker.folds and timesteps is not None and timesteps != worker.total_steps:
-            raise ValueError(f"Trainer.resume: {ckpt} is inconsistent: the agent observed {timesteps} env steps, "
-                             f"the worker counted {worker.total_steps}")
+        ckpt, state, agent, worker, settings = load_run(directory, backend, agent_loader, kwargs)
         trainer = cls(agent, None, worker=worker, **settings)
         trainer.out_dir = directory
         trainer.history = [dict(r) for r in state.get("history", [])]

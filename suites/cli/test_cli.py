@@ -90,3 +90,88 @@ def test_demo_runs_end_to_end():
         steps = int(row["steps"].replace(",", ""))
         assert 0 < steps <= 1200 and int(row["episodes"].replace(",", "")) > 0
         assert float(row["eval(5)"]) > 0 and 0 < float(row["epsilon"]) <= 1
+
+
+# ---- issue 20: commands listed, validation all at once, quiet TensorFlow, config files named ----------------
+
+
+def test_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("demo", "train", "build", "spaces", "spec"):
+        assert f"    {command} " in out or f"{{demo,train,build,spaces,spec}}" in out
+    assert "--verbose" in out
+    with pytest.raises(SystemExit):
+        main(["spec", "--help"])
+    out = capsys.readouterr().out
+    for command in ("test", "validate", "coverage", "schema"):
+        assert f"    {command} " in out, out
+
+
+def test_spec_validate_reports_every_problem_at_once(tmp_path, capsys):
+    spec = tmp_path / "dense.yaml"
+    spec.write_text("component: reference_agents.components.common.Dens\nconfig: {units: 3}\n"
+                    "input_spaces: {inputs: 'float32[B,4'}\nmethods:\n  apply: {oracle: reference_agents.oracles.nope.f}\n"
+                    "tolerance: {rtol: -1}\n")
+    assert main(["spec", "validate", str(spec)]) == 1
+    out = capsys.readouterr().out
+    # schema problems and the import problems behind them, in one run
+    for key, text in (("input_spaces.inputs", "bad space"), ("tolerance.rtol", "greater than or equal to 0"),
+                      ("component", "has no attribute 'Dens'"), ("methods.apply.oracle", "oracle does not import")):
+        assert f"{spec}: {key}: " in out and text in out.split(f"{spec}: {key}: ", 1)[1].splitlines()[0], out
+
+
+def _quiet_env():
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")}
+    return dict(env, OMP_NUM_THREADS="1")
+
+
+NOISE = ("absl::InitializeLog", "oneDNN custom operations", "cudart_stub", "cuInit", "cpu_feature_guard")
+
+
+def test_tensorflow_start_up_noise_is_off_unless_verbose():
+    args = [sys.executable, "-m", "spacegraph.cli", "build", STACK, "--config", '{"blocks": 1}', "--space",
+            "inputs=float32[B,4]", "--backend", "tf"]
+    quiet = subprocess.run(args, capture_output=True, text=True, timeout=240, env=_quiet_env())
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert "apply(inputs: float32[B,4])" in quiet.stdout
+    assert quiet.stderr == "", quiet.stderr[-2000:]
+    verbose = subprocess.run([*args, "--verbose"], capture_output=True, text=True, timeout=240, env=_quiet_env())
+    assert verbose.returncode == 0
+    # the same run shows TensorFlow's C++ start-up lines with --verbose: the quiet run dropped them
+    assert any(text in verbose.stderr for text in NOISE), verbose.stderr[-2000:]
+
+
+def test_unknown_env_id_names_the_config_file_and_key(tmp_path, capsys):
+    path = tmp_path / "cartpol.yaml"
+    path.write_text("agent: dqn\nenv: {id: CartPol-v1}\nnetwork: {layers: [{type: dense, units: 8}]}\n")
+    assert main(["train", str(path), "--steps", "10", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert f"spacegraph train: {path}: 1 problem(s) in the agent config\n  env.id: unknown environment id " \
+           f"'CartPol-v1'; close matches: ['CartPole-v1'" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_bare_config_name_prefers_the_project_copy_and_says_which(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "dqn_cartpole.yaml").write_text("agent: dqn\nenv: {id: CartPole-v1}\nnetwork: {}\n")
+    assert main(["train", "dqn_cartpole", "--steps", "10"]) == 2
+    err = capsys.readouterr().err
+    local = tmp_path / "configs" / "dqn_cartpole.yaml"
+    assert f"spacegraph train: config {local}\n" in err
+    assert f"configs/dqn_cartpole.yaml: 1 problem(s) in the agent config\n  network.layers: Field required" in err
+
+
+def test_resume_below_the_checkpoint_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)                    # no configs here: the bare name is the package's config
+    assert main(["train", "dqn_cartpole", "--backend", "torch", "--steps", "200", "--eval-episodes", "2",
+                 "--out", "run", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "spacegraph train: config " in err and "reference_agents/configs/dqn_cartpole.yaml" in err
+    assert main(["train", "--resume", "run", "--steps", "100", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert "spacegraph train: run is already at 200 env steps (--steps 100); nothing to train. --steps is the " \
+           "run's total: give more than 200 to go on" in captured.err
+    assert "env steps     200 of 200" in captured.out

@@ -20,6 +20,7 @@ import yaml
 from spacegraph.cli import main
 from reference_agents.agents import DQNAgent, build_agent
 from reference_agents.training import ProgressBar, Trainer
+from suites.doubles import FakeClock, TextSink
 
 METRIC_COLUMNS = ["env_steps", "frames", "wall_s", "train_s", "eval_s", "steps_per_s", "frames_per_s", "episodes",
                   "train_return_100", "eval_return", "eval_episodes", "epsilon", "updates", "last_loss"]
@@ -322,26 +323,24 @@ def test_non_positive_counts_are_refused(tmp_path, capsys, flag):
     assert info.value.code == 2 and "expected a positive int; got '0'" in capsys.readouterr().err
 
 
-def test_progress_bar():
-    class Stream:
-        def __init__(self):
-            self.text = ""
+def test_progress_bar(monkeypatch):
+    from reference_agents.training import progress
 
-        def write(self, s):
-            self.text += s
-
-        def flush(self):
-            pass
-
-    stream = Stream()
+    clock = FakeClock(start=100.0)
+    monkeypatch.setattr(progress, "time", clock)
+    stream = TextSink()
     bar = ProgressBar(1000, stream, width=10, min_interval=60.0)
     assert bar.render(250, {"eval": "9.5"}) == "[==>       ] 250/1,000 steps  25%  eval 9.5"
     assert bar.render(1000, {}) == "[==========] 1,000/1,000 steps 100%"
     bar.update(100, {"eps": "0.500"})
+    clock.advance(59.0)
     bar.update(200, {"eps": "0.400"})  # within min_interval: not drawn
     assert stream.text == "\r[=>        ] 100/1,000 steps  10%  eps 0.500"
+    clock.advance(1.0)
+    bar.update(250, {"eps": "0.300"})  # min_interval has passed: drawn
+    assert stream.text.endswith("\r[==>       ] 250/1,000 steps  25%  eps 0.300")
     bar.update(300, {}, force=True)  # shorter than the last line: blanks cover its end
-    assert stream.text.endswith("\r[===>      ] 300/1,000 steps  30%" + " " * len("  eps 0.500"))
+    assert stream.text.endswith("\r[===>      ] 300/1,000 steps  30%" + " " * len("  eps 0.300"))
     bar.close()
     assert stream.text.endswith("\n")
 

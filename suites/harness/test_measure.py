@@ -8,6 +8,7 @@ import time
 import pytest
 
 from harness.measure import machine, tables, timing
+from suites.doubles import FakeClock
 
 
 # ---- timing --------------------------------------------------------------------------------------------
@@ -16,6 +17,19 @@ def test_round_rates_calls_in_batches_until_enough_calls_and_time():
     rates = timing.round_rates(lambda: calls.append(1), seconds=0.0, batch=7, min_calls=10)
     assert len(calls) == 14  # two batches: the first made only 7 of the 10 calls needed
     assert rates["wall"] > 0 and rates["cpu"] > 0
+
+
+def test_round_rates_on_a_fake_clock(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(timing, "time", clock)
+
+    def call():
+        clock.advance(0.25)
+
+    # 0.25 s per call on both clocks: the round ends after the call that reaches 1 s.
+    assert timing.round_rates(call, seconds=1.0) == {"cpu": 4.0, "wall": 4.0}
+    assert timing.round_rates(call, seconds=1.0, batch=3) == {"cpu": 4.0, "wall": 4.0}  # 6 calls, 1.5 s
+    assert timing.run_for(lambda: (call(), (2, 5))[1], 1.0) == (8, 20, 1.0, 1.0)
 
 
 def test_calls_per_s_warms_up_and_takes_the_median_of_rounds(monkeypatch):
@@ -62,8 +76,7 @@ def test_cpu_timed_calls_account_only_the_named_methods(monkeypatch):
     class Timed(timing.CpuTimedCalls):
         TIMED = ("work",)
 
-    ticks = iter(range(100))
-    monkeypatch.setattr(timing.time, "process_time", lambda: float(next(ticks)))  # one CPU second per reading
+    monkeypatch.setattr(timing, "time", FakeClock(tick=1.0))  # one CPU second per reading
     timed = Timed(Target())
     assert timed.value == 7 and timed.work(3) == 9 and timed.other() == "other"
     assert timed.work(4) == 16

@@ -11,6 +11,7 @@ import pytest
 from harness.spaces import FloatBox, from_gymnasium
 from reference_agents.components.helpers import n_step_transitions
 from reference_agents.workers import Episode, VectorEnvWorker, frames_per_step, make_env
+from suites.doubles import ScriptedEnv
 
 LIMIT = {"max_episode_steps": 30}  # random CartPole episodes last ~10-60 steps: both endings occur
 
@@ -60,6 +61,33 @@ def test_episode_accounting_matches_hand_stepped_envs(cartpole_agent, policies):
     assert stats.steps == stats.total_steps == n * steps and stats.frames == n * steps
     assert stats.mean_return_100 == pytest.approx(np.mean([e.episode_return for e in want[-100:]]))
     assert stats.seconds > 0 and stats.steps_per_s == pytest.approx(stats.steps / stats.seconds)
+
+
+def test_scripted_episodes_are_accounted_exactly(fake_agent_cls):
+    scripts = [[(3, "terminated"), (5, "truncated")], [(4, "truncated")]]
+    made = []
+
+    def factory():
+        made.append(ScriptedEnv(scripts[len(made)]))
+        return made[-1]
+
+    agent = fake_agent_cls(from_gymnasium(ScriptedEnv(scripts[0]).observation_space), 2)
+    worker = VectorEnvWorker(agent, factory, num_envs=2, seed=11)
+    stats = worker.run(num_steps=16)  # 8 lockstep steps
+    assert stats.episodes == worker.episodes == [
+        Episode(0, 3.0, 3, True, False, 6, 6), Episode(1, 4.0, 4, False, True, 8, 8),
+        Episode(0, 10.0, 5, False, True, 16, 16), Episode(1, 8.0, 4, False, True, 16, 16)]
+    for env, script in zip(made, scripts):
+        assert [(e.length, e.episode_return, e.terminated, e.truncated) for e in worker.episodes
+                if e.env_id == made.index(env)] == ScriptedEnv.episodes(script, 2)
+        assert len(env.actions) == 8
+    assert [env.seeds for env in made] == [[11, None, None], [12, None, None]]
+    # The transition that ends an episode carries its last observation; the next action sees the new episode.
+    step3 = agent.observed[2]
+    assert step3["next_states"][0].tolist() == [0, 3] and bool(step3["terminals"][0])
+    assert agent.acted[3][0][0].tolist() == [1, 0]
+    step4 = agent.observed[3]
+    assert bool(step4["truncated"][1]) and not bool(step4["terminals"][1])
 
 
 def test_runs_continue_episodes_and_count_steps_over_envs(cartpole_agent, policies):

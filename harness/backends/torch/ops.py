@@ -12,6 +12,7 @@ from harness.backends.ops import ACTIVATIONS, same_padding
 
 
 _TORCH_DTYPES: dict[Any, Any] = {}
+_INDEX_DTYPES = (torch.int64, torch.int32)
 
 
 def _dt(dtype: Any) -> Any:
@@ -143,8 +144,14 @@ class TorchOps:
     def one_hot(indices: Any, depth: int, dtype: str = "float32") -> Any:
         return torch.nn.functional.one_hot(indices.long(), depth).to(_dt(dtype))
 
-    gather = staticmethod(lambda params, indices, axis=0: torch.index_select(params, axis, indices.long().reshape(-1)).reshape(
-        tuple(params.shape[:axis % params.dim()]) + tuple(indices.shape) + tuple(params.shape[axis % params.dim() + 1:])))
+    @staticmethod
+    def gather(params: Any, indices: Any, axis: int = 0) -> Any:
+        if axis == 0 and indices.dim() == 1 and indices.dtype in _INDEX_DTYPES:
+            return torch.index_select(params, 0, indices)  # the common case, without reshapes
+        axis %= params.dim()
+        return torch.index_select(params, axis, indices.long().reshape(-1)).reshape(
+            tuple(params.shape[:axis]) + tuple(indices.shape) + tuple(params.shape[axis + 1:]))
+
     take_along_axis = staticmethod(lambda x, indices, axis: torch.take_along_dim(x, indices.long(), dim=axis))
     stop_gradient = staticmethod(lambda x: x.detach())
 
@@ -171,6 +178,9 @@ class TorchOps:
             updates = updates.to(ref.dtype)
         if not unique:
             indices, updates = _last_of_repeats(indices, updates)
+        if not torch.is_grad_enabled():  # API calls run under no_grad unless recording: skip the context
+            ref.index_copy_(0, indices, updates)
+            return
         with torch.no_grad():
             ref.index_copy_(0, indices, updates)
 
@@ -215,6 +225,8 @@ class TorchOps:
     # variables and gradients
     @staticmethod
     def assign(var: Any, value: Any) -> Any:
+        if not torch.is_grad_enabled():  # API calls run under no_grad unless recording: skip the context
+            return var.copy_(value)
         with torch.no_grad():
             return var.copy_(value)
 

@@ -95,10 +95,11 @@ class SegmentTree(Component):
         nodes = F.cast(indices, "int64") % self.capacity + self.capacity
         F.scatter_update(self.tree, nodes, values)  # of repeated leaves the last value wins
         for _ in range(self.depth):
-            # The tree viewed as rows (left child, right child): row p holds node p's children.
             nodes = nodes // 2  # siblings give one parent twice, with one value: unique=True holds
-            children = F.gather(F.reshape(self.tree, [-1, 2]), nodes)
-            combined = F.reduce_sum(children, 1) if self.operation == "sum" else F.reduce_min(children, 1)
+            # Two gathers of the variable (not a read of all of it: TF would copy the tree per level).
+            first = nodes * 2
+            left, right = F.gather(self.tree, first), F.gather(self.tree, first + 1)
+            combined = left + right if self.operation == "sum" else F.minimum(left, right)
             F.scatter_update(self.tree, nodes, combined, unique=True)
 
     @graph_fn

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable
 
@@ -67,13 +68,25 @@ class GraphExecutor:
         api_methods: build only these root API methods (default: all).
         strategy: a `DeviceStrategy` that may expand the graph before assembly.
         build: build at once (else call `build()`).
+        compile: when each API method is compiled for the backend (``tf.function`` traced; PyTorch
+            wraps it in a grad mode): ``"build"`` (default) compiles all of them in `build`;
+            ``"first_call"`` compiles one the first time it is executed (or `api_function` asks for
+            it), so methods never called cost nothing. Output spaces come from the build's eager
+            sample runs either way; a compile error then surfaces at that first call, as the same
+            `BuildError`. The compile time counts into the profile's ``op_creation`` when it happens.
     """
+
+    COMPILE_MODES = ("build", "first_call")
 
     def __init__(self, root: Component, input_spaces: dict[str, Any], backend: str = "tf", seed: int = 0,
                  device_map: dict[str, str] | None = None, api_methods: list[str] | None = None,
-                 strategy: DeviceStrategy | None = None, build: bool = True) -> None:
+                 strategy: DeviceStrategy | None = None, build: bool = True, compile: str = "build") -> None:
         if not isinstance(root, Component):
             raise TypeError(f"GraphExecutor: root must be a Component; got {type(root).__name__}")
+        if compile not in self.COMPILE_MODES:
+            raise ValueError(f"GraphExecutor: compile must be one of {self.COMPILE_MODES}; got {compile!r}")
+        self.compile_mode = compile
+        self._compile_lock = threading.Lock()
         self.strategy = strategy or DeviceStrategy()
         self.root = root
         self.input_spaces = dict(input_spaces)
@@ -112,23 +125,17 @@ class GraphExecutor:
         components = builder.run()
         builder.restore_initial_values()
         apis: dict[str, BuiltApi] = {}
+        self._gradients: dict[str, bool] = {}
         for name, trace in assembly.traces.items():
             chain, source = build_chain(trace, builder.step_fns)
             arg_spaces = {a: r.space for a, r in trace.args.items()}
             out_space = optree.tree_map(lambda r: r.space, trace.outputs) if trace.outputs is not None else None
-            t0 = time.perf_counter()
-            try:
-                gradients = any(step.spec.gradients for step in trace.steps)
-                fn = self.backend.compile_api(name, chain, arg_spaces, gradients)
-            except SpacegraphError:
-                raise
-            except Exception as exc:
-                raise BuildError(
-                    f"{type(root).__name__} {root.global_scope!r}: API method {name!r} failed to compile on backend "
-                    f"{self.backend_name!r} (the eager sample runs passed): {type(exc).__name__}: {exc}"
-                ) from exc
-            profile.op_creation += time.perf_counter() - t0
-            apis[name] = BuiltApi(name, arg_spaces, trace.constants, out_space, chain, fn, source)
+            self._gradients[name] = any(step.spec.gradients for step in trace.steps)
+            apis[name] = BuiltApi(name, arg_spaces, trace.constants, out_space, chain, None, source)
+            if self.compile_mode == "build":
+                apis[name].fn = self._compile(root, apis[name], profile)
+            else:
+                apis[name].fn = self._first_call(apis[name])
         profile.build_total = time.perf_counter() - start
         profile.variables = len(root.all_variables())
         self.root = root
@@ -136,6 +143,41 @@ class GraphExecutor:
         self.graph = BuiltGraph(root, apis, components, profile)
         self._calls = {name: self._make_call(api) for name, api in apis.items()}
         return profile
+
+    def _compile(self, root: Component, api: BuiltApi, profile: BuildProfile) -> Callable:
+        """The backend-compiled callable of ``api`` (its time added to ``profile.op_creation``)."""
+        t0 = time.perf_counter()
+        try:
+            fn = self.backend.compile_api(api.name, api.chain, api.arg_spaces, self._gradients[api.name])
+        except SpacegraphError:
+            raise
+        except Exception as exc:
+            raise BuildError(
+                f"{type(root).__name__} {root.global_scope!r}: API method {api.name!r} failed to compile on backend "
+                f"{self.backend_name!r} (the eager sample runs passed): {type(exc).__name__}: {exc}"
+            ) from exc
+        profile.op_creation += time.perf_counter() - t0
+        return fn
+
+    def _first_call(self, api: BuiltApi) -> Callable:
+        """A stand-in for ``api.fn`` that compiles it when first called (once, under a lock), puts the
+        compiled callable in its place (``api.fn`` and the `execute` path) and calls it."""
+
+        def compile_then_call(*feeds: Any) -> Any:
+            return self._compiled(api.name)(*feeds)
+
+        compile_then_call.pending = True  # type: ignore[attr-defined]
+        return compile_then_call
+
+    def _compiled(self, method: str) -> Callable:
+        """The compiled callable of ``method``, compiling it now if it is still pending."""
+        api = self._built().apis[method]
+        if getattr(api.fn, "pending", False):
+            with self._compile_lock:
+                if getattr(api.fn, "pending", False):
+                    api.fn = self._compile(self.graph.root, api, self.graph.profile)
+                    self._calls[method] = self._make_call(api)
+        return api.fn
 
     def _apply_device_map(self, root: Component) -> None:
         scopes = {c.global_scope: c for c in root.walk()}
@@ -159,6 +201,8 @@ class GraphExecutor:
             feeds = [c(a) for c, a in zip(converters, args)]
             try:
                 out = fn(*feeds)
+            except BuildError:  # a method compiled at its first call (compile="first_call") failed to compile
+                raise
             except Exception as exc:  # a backend error on valid-looking inputs: say where it happened
                 shapes = ", ".join(f"{a}: {np.shape(x) if not isinstance(x, (dict, tuple)) else type(x).__name__}"
                                    for a, x in zip(names, args))
@@ -213,7 +257,7 @@ class GraphExecutor:
         """The backend-level callable of one API method (backend tensors in and out), for benchmarks."""
         if method not in self._built().apis:
             raise UnknownApiError(f"no built API method {method!r}; registered: {sorted(self._built().apis)}")
-        return self._built().apis[method].fn
+        return self._compiled(method)
 
     @property
     def profile(self) -> BuildProfile:

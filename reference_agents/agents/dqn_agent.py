@@ -157,8 +157,10 @@ class DQNAgent(StagingMixin, CheckpointMixin):
             return self.state_space.with_batch_rank()
         from reference_agents.components.preprocessors import PreprocessorStack
 
+        # only the output space is needed: it comes from the build's sample runs, nothing is compiled
         probe = GraphExecutor(PreprocessorStack(self.config.preprocessing, scope="probe"),
-                              {"inputs": self.state_space.with_batch_rank()}, backend=self.backend, seed=self.seed)
+                              {"inputs": self.state_space.with_batch_rank()}, backend=self.backend, seed=self.seed,
+                              compile="first_call")
         return probe.apis["preprocess"].output_space
 
     def record_space(self) -> Dict:
@@ -183,7 +185,10 @@ class DQNAgent(StagingMixin, CheckpointMixin):
             methods.append("preprocess")
         spaces["preprocessed_states"] = self._preprocessed_space()
         try:
-            return GraphExecutor(self.graph, spaces, backend=self.backend, seed=self.seed, api_methods=methods)
+            # each API method is compiled (tf.function traced) when first used: a training run never
+            # pays for the methods it does not call (greedy acting, td_errors, q_values, ...)
+            return GraphExecutor(self.graph, spaces, backend=self.backend, seed=self.seed, api_methods=methods,
+                                 compile="first_call")
         except SpacegraphError as exc:
             raise ConfigError(self.config_source, [("", f"the DQN graph does not build: {exc}")]) from None
 

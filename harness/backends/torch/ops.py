@@ -161,9 +161,11 @@ class TorchOps:
                bias: Any = None) -> Any:
         # NHWC/HWIO in and out: the permutes are views (the input becomes a channels-last NCHW tensor,
         # which the convolution keeps), so no layout copy is made on either side.
-        _, h, w, _ = x.shape
-        kh, kw = kernel.shape[0], kernel.shape[1]
-        conv_pad, explicit = _conv_padding(padding, h, w, kh, kw, strides[0], strides[1])
+        if padding == "valid":
+            conv_pad, explicit = 0, ()
+        else:
+            conv_pad, explicit = _conv_padding(padding, x.shape[1], x.shape[2], kernel.shape[0], kernel.shape[1],
+                                               strides[0], strides[1])
         images = x.permute(0, 3, 1, 2)
         if explicit:
             images = torch.nn.functional.pad(images, explicit)

@@ -3,12 +3,12 @@
 from harness.graph.assembly import Assembly, assemble
 from harness.graph.build import BuildProfile, BuiltApi, BuiltGraph
 from harness.graph.component import Component
-from harness.graph.decorators import api, graph_fn
+from harness.graph.decorators import api, forward, graph_fn
 from harness.graph.errors import (
     AssemblyError, BuildError, ExecutionError, SpaceMismatchError, SpacegraphError, UnknownApiError,
 )
 
 __all__ = [
-    "Component", "api", "graph_fn", "assemble", "Assembly", "BuildProfile", "BuiltApi", "BuiltGraph",
+    "Component", "api", "forward", "graph_fn", "assemble", "Assembly", "BuildProfile", "BuiltApi", "BuiltGraph",
     "SpacegraphError", "AssemblyError", "BuildError", "SpaceMismatchError", "UnknownApiError", "ExecutionError",
 ]

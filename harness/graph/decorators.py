@@ -1,4 +1,4 @@
-"""`@api` declares a component's API methods; `@graph_fn` its graph functions."""
+"""`@api` declares a component's API methods (`forward` one that only forwards); `@graph_fn` its graph functions."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ class ApiSpec:
     arg_names: tuple[str, ...]
     defaults: dict[str, Any]
     must_be_complete: bool = True
+    forwards: tuple[str, str] | None = None   # (sub-component attribute, its API method) for `forward`
 
 
 def api(fn: Callable | None = None, *, name: str | None = None, must_be_complete: bool = True) -> Any:
@@ -63,22 +64,117 @@ def api(fn: Callable | None = None, *, name: str | None = None, must_be_complete
     def wrap(f: Callable) -> Callable:
         names, defaults = _arg_names(f, "api")
         spec = ApiSpec(name or f.__name__, f, names, defaults, must_be_complete)
-
-        @functools.wraps(f)
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            assembler = CURRENT_ASSEMBLER.get()
-            if assembler is None:
-                raise AssemblyError(
-                    f"{type(self).__name__}.{spec.name}() was called directly; API methods run during "
-                    f"assembly only. Build the component (GraphExecutor or ComponentTest) and call "
-                    f"executor.execute({spec.name!r}, ...)"
-                )
-            return assembler.call_api(self, spec, args, kwargs)
-
-        wrapper._api_spec = spec  # type: ignore[attr-defined]
-        return wrapper
+        return _api_wrapper(f, spec)
 
     return wrap(fn) if fn is not None else wrap
+
+
+def _api_wrapper(f: Callable, spec: ApiSpec) -> Callable:
+    """The function `@api` puts on the class: it reports each call to the current assembler."""
+
+    @functools.wraps(f)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        assembler = CURRENT_ASSEMBLER.get()
+        if assembler is None:
+            raise AssemblyError(
+                f"{type(self).__name__}.{spec.name}() was called directly; API methods run during "
+                f"assembly only. Build the component (GraphExecutor or ComponentTest) and call "
+                f"executor.execute({spec.name!r}, ...)"
+            )
+        return assembler.call_api(self, spec, args, kwargs)
+
+    wrapper._api_spec = spec  # type: ignore[attr-defined]
+    return wrapper
+
+
+_MISSING = object()
+
+
+def forward(sub: str, target: Callable, *, must_be_complete: bool = True, doc: str | None = None) -> Any:
+    """Declares an API method that only forwards to one sub-component's API method.
+
+    ``get_size = forward("memory", ReplayMemory.get_size)`` in a class body is the
+    hand-written ``@api def get_size(self): return self.memory.get_size()``: an
+    `@api` method with the target's argument names and defaults, whose body calls
+    ``self.<sub>.<method>`` with its arguments in order. The target is looked up on
+    the instance at each assembly, so a copied (`Component.copy`) or swapped
+    sub-component is the one called; it must have an API method of that name with
+    the same argument names (else an `AssemblyError` naming both sides).
+
+    Args:
+        sub: the attribute holding the sub-component (``"memory"`` for ``self.memory``).
+        target: the API method forwarded to, given on its class (``ReplayMemory.get_size``),
+            so the arguments are known when the declaring class is created (the spec
+            loader and `Component.api_specs` read them from the class).
+        must_be_complete: as for `@api`.
+        doc: the method's docstring (default: "Forwards to ..." and the target's first line).
+
+    Raises:
+        TypeError: when ``sub`` is not an attribute name or ``target`` is not an API method.
+    """
+    if not isinstance(sub, str) or not sub.isidentifier():
+        raise TypeError(f"forward(sub, target): sub must be the name of the attribute holding the sub-component "
+                        f"(e.g. 'memory'); got {sub!r}")
+    spec = getattr(target, "_api_spec", None)
+    if not isinstance(spec, ApiSpec):
+        hint = (f"; pass the method itself, e.g. forward({sub!r}, SomeComponent.{target}), so that its arguments "
+                f"are known when the class is created" if isinstance(target, str) else "")
+        raise TypeError(f"forward({sub!r}, ...): the target must be an @api method given on its class; "
+                        f"got {target!r}{hint}")
+    return _Forward(sub, target, spec, must_be_complete, doc)
+
+
+class _Forward:
+    """What `forward` returns; ``__set_name__`` replaces it on the class with an `@api` method."""
+
+    def __init__(self, sub: str, target: Callable, target_spec: ApiSpec, must_be_complete: bool,
+                 doc: str | None) -> None:
+        self.sub, self.target, self.target_spec = sub, target, target_spec
+        self.must_be_complete, self.doc = must_be_complete, doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        sub, method = self.sub, self.target_spec.name
+        origin = getattr(self.target, "__qualname__", method)
+
+        def body(component: Any, *args: Any) -> Any:
+            return _forward_call(component, spec, origin, args)
+
+        first = (inspect.getdoc(self.target) or "").split("\n")[0]
+        body.__name__, body.__qualname__, body.__module__ = name, f"{owner.__qualname__}.{name}", owner.__module__
+        body.__doc__ = self.doc or f"Forwards to ``self.{sub}.{method}``" + (f": {first}" if first else ".")
+        body.__signature__ = inspect.signature(self.target)  # type: ignore[attr-defined]
+        names, defaults = _arg_names(body, "api")
+        spec = ApiSpec(name, body, names, defaults, self.must_be_complete, forwards=(sub, method))
+        setattr(owner, name, _api_wrapper(body, spec))
+
+    def __repr__(self) -> str:
+        return f"forward({self.sub!r}, {getattr(self.target, '__qualname__', self.target)})"
+
+
+def _forward_call(component: Any, spec: ApiSpec, origin: str, args: tuple) -> Any:
+    """The body of a `forward` method: checks the sub-component, then calls its API method."""
+    from harness.graph.component import Component
+
+    sub, method = spec.forwards  # type: ignore[misc]
+    where = (f"{type(component).__name__}({component.global_scope!r}).{spec.name}, declared "
+             f"forward({sub!r}, {origin})")
+    target = getattr(component, sub, _MISSING)
+    if target is _MISSING:
+        raise AssemblyError(f"{where}: the component has no attribute {sub!r}; its sub-components are "
+                            f"{sorted(component.sub_components)} (name the attribute that holds one)")
+    if not isinstance(target, Component):
+        raise AssemblyError(f"{where}: self.{sub} is {type(target).__name__} {target!r}, not a Component")
+    target_specs = target.api_specs()
+    found = target_specs.get(method)
+    if found is None:
+        raise AssemblyError(f"{where}: {method!r} is not an API method of self.{sub}, "
+                            f"{type(target).__name__}({target.global_scope!r}); its API methods are "
+                            f"{sorted(target_specs)}")
+    if found.arg_names != spec.arg_names:
+        raise AssemblyError(f"{where}: argument mismatch: {spec.name} takes {list(spec.arg_names)} (from {origin}), "
+                            f"but self.{sub}, {type(target).__name__}({target.global_scope!r}), has "
+                            f"{method}({', '.join(found.arg_names)})")
+    return getattr(target, method)(*args)
 
 
 @dataclass(eq=False)

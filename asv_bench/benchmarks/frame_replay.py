@@ -77,3 +77,27 @@ class DQNPongBuild:
         from reference_agents.agents import build_agent
 
         build_agent("dqn_pong", backend=backend)
+
+
+class FrameReplayPeakMemory:
+    """Peak resident memory of a process holding a 20k-transition `HostFrameReplay` of recycled Pong records
+    (asv's ``peakmem``: the whole benchmark process, the interpreter and the rollout included; the store's
+    own share is about 20k x 7.1 KB = 0.14 GB uncompressed). The 1M figures are in
+    ``reports/frame_replay_vs_rllib.md``."""
+
+    params = [[None, "lz4"]]
+    param_names = ["compression"]
+    timeout = 600
+
+    def setup(self, compression):
+        self.records = pong_records()
+
+    def peakmem_fill_20k(self, compression):
+        store = HostFrameReplay(20_000, (84, 84), 4, compression=compression, seed=0)
+        n, added = len(self.records["actions"]), 0
+        while added < 20_000:
+            take = min(512, n - added % n, 20_000 - added)
+            start = added % n
+            store.add({k: v[start:start + take].copy() for k, v in self.records.items()})
+            added += take
+        return store

@@ -142,13 +142,18 @@ class _Forward:
         first = (inspect.getdoc(self.target) or "").split("\n")[0]
         body.__name__, body.__qualname__, body.__module__ = name, f"{owner.__qualname__}.{name}", owner.__module__
         body.__doc__ = self.doc or f"Forwards to ``self.{sub}.{method}``" + (f": {first}" if first else ".")
-        body.__signature__ = inspect.signature(self.target)  # type: ignore[attr-defined]
+        body.__signature__ = _forward_signature(self.target)  # type: ignore[attr-defined]
         names, defaults = _arg_names(body, "api")
         spec = ApiSpec(name, body, names, defaults, self.must_be_complete, forwards=(sub, method))
         setattr(owner, name, _api_wrapper(body, spec))
 
     def __repr__(self) -> str:
         return f"forward({self.sub!r}, {getattr(self.target, '__qualname__', self.target)})"
+
+
+def _forward_signature(target: Callable) -> inspect.Signature:
+    """The forwarding method's signature: the target's own (``self``, argument names, defaults)."""
+    return inspect.signature(target)
 
 
 def _forward_call(component: Any, spec: ApiSpec, origin: str, args: tuple) -> Any:

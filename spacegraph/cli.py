@@ -148,6 +148,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number; got {text!r}")
+    return value
+
+
 #: Where a bare config name is looked for, in order (relative to the current folder), before the installed package.
 CONFIG_SEARCH = (".", "configs", os.path.join("reference_agents", "configs"))
 
@@ -221,11 +231,11 @@ def _train_summary(trainer, source: str) -> str:
              if result.out_dir and os.path.exists(os.path.join(result.out_dir, f))]
     last = result.history[-1] if result.history else None
     if trainer.target_return is None:
-        solved = "no target (--target-return)"
+        solved = "no target (evaluation.target_return, --target-return)"
     elif result.solved_at_step is not None:
-        solved = f"step {result.solved_at_step:,} (eval mean >= {trainer.target_return:g})"
+        solved = f"step {result.solved_at_step:,}"
     else:
-        solved = f"not reached (target {trainer.target_return:g})"
+        solved = "not reached"
     train_ret = w.mean_return(100)
     rows = [
         ("run", result.out_dir or "-"),
@@ -242,8 +252,9 @@ def _train_summary(trainer, source: str) -> str:
                          if not math.isnan(train_ret) else "- (no episode finished)"),
         ("eval return", f"{last['eval_return']:.2f} ({last['eval_episodes']} greedy episodes at step "
                         f"{last['env_steps']:,})" if last else "- (no evaluation)"),
+        ("solved means", trainer.evaluation.describe() + f", evaluated every {trainer.eval_every:,} env steps"),
         ("solved at", solved),
-        ("stopped", {"steps": "the step total was reached", "target_return": "the target return was reached",
+        ("stopped", {"steps": "the step total was reached", "target_return": "solved",
                      "max_seconds": "--max-seconds ran out", "callback": "a callback asked",
                      "interrupted": "Ctrl-C"}[result.stop_reason]),
         ("files", " ".join(files) or "-"),
@@ -266,7 +277,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         return fail("give a CONFIG (a file or a name in reference_agents/configs, e.g. dqn_cartpole) or --resume DIR")
     progress = False if args.quiet else (True if args.progress else None)
     options = {"eval_every": args.eval_every, "eval_episodes": args.eval_episodes, "eval_envs": args.eval_envs,
-               "target_return": args.target_return, "checkpoint_every": args.checkpoint_every,
+               "target_return": args.target_return, "screen_episodes": args.screen_episodes,
+               "checkpoint_every": args.checkpoint_every,
                "max_seconds": args.max_seconds, "progress": progress, "log_evals": not args.quiet}
     try:
         if args.resume is not None:
@@ -314,6 +326,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"spacegraph train: {trainer.out_dir} is already at {trainer.worker.total_steps:,} env steps "
               f"(--steps {steps:,}); nothing to train. --steps is the run's total: give more than "
               f"{trainer.worker.total_steps:,} to go on", file=sys.stderr)
+        steps = trainer.worker.total_steps  # (the run's total is not lowered below what it has done)
     try:
         trainer.train(steps)
     except KeyboardInterrupt:
@@ -390,11 +403,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its checkpoint")
     train.add_argument("--eval-every", type=_positive_int, help="env steps between evaluations "
                                                                 "(default: the config's evaluation.every)")
-    train.add_argument("--eval-episodes", type=_positive_int, help="greedy episodes per evaluation "
-                                                                   "(default: the config's evaluation.episodes)")
-    train.add_argument("--eval-envs", type=_positive_int, help="environments evaluated in lockstep (faster; the "
-                                                               "first episodes to end are counted)")
-    train.add_argument("--target-return", type=float, help="stop when an evaluation's mean return reaches this")
+    train.add_argument("--eval-episodes", type=_positive_int, help="greedy episodes of the full evaluation, whose "
+                                                                   "mean decides solved (evaluation.episodes)")
+    train.add_argument("--screen-episodes", type=_positive_int, help="greedy episodes of the screen played first; "
+                                                                     "the full evaluation follows when its mean "
+                                                                     "reaches the target (evaluation.screen_episodes)")
+    train.add_argument("--eval-envs", type=_positive_int, help="environments each evaluation runs in lockstep, "
+                                                               "each a fixed quota of episodes (evaluation.envs)")
+    train.add_argument("--target-return", type=_finite_float,
+                       help="solved (and stop) when the full evaluation's mean return reaches this "
+                            "(evaluation.target_return; never from the screen alone)")
     train.add_argument("--checkpoint-every", type=_positive_int, help="also checkpoint every N env steps")
     train.add_argument("--max-seconds", type=_positive_float, help="stop after this many seconds of training")
     train.add_argument("--threads", type=_positive_int, default=1, help="framework threads (default 1)")

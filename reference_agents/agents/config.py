@@ -16,9 +16,10 @@ defaults); ``reference_agents/configs/dqn_cartpole.yaml`` is a complete example:
     exploration: {type: linear, from: 1.0, to: 0.02, steps: 10000}        # an EpsilonGreedy schedule
     update: {batch_size: 64, start_after: 1000, every: 1, repeats: 1}    # in env steps
     target_sync: {every: 500, tau: 1.0}                                  # in updates
-    evaluation: {every: 5000, episodes: 10}                              # for `spacegraph train`
+    evaluation: {every: 2500, screen_episodes: 10, episodes: 100, target_return: 475}   # `EvaluationConfig`
 
-Errors name the file and the key path (``dqn.yaml: update.batch_size: ...``).
+"Solved" is the mean return of ``evaluation.episodes`` greedy episodes reaching ``evaluation.target_return``,
+played when a ``screen_episodes`` screen reaches it (see `EvaluationConfig`). Errors name the file and the key path (``dqn.yaml: update.batch_size: ...``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import os
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class ConfigError(ValueError):
@@ -118,10 +119,37 @@ class TargetSyncConfig(_Section):
 
 
 class EvaluationConfig(_Section):
-    """Greedy evaluation during `spacegraph train`."""
+    """Greedy evaluation during training, and what counts as solved
+    (`reference_agents.training.EvaluationProtocol` applies it).
+
+    Every ``every`` env steps the greedy policy plays ``screen_episodes`` episodes; when their mean
+    reaches ``target_return`` it plays the full ``episodes``, and the run is solved when *their* mean
+    reaches ``target_return``. Without a target each evaluation is the screen alone; with
+    ``screen_episodes`` null (or not below ``episodes``) each evaluation plays ``episodes``.
+    """
 
     every: int = Field(5000, ge=1, description="env steps between evaluations")
-    episodes: int = Field(10, ge=1)
+    episodes: int = Field(100, ge=1, description="episodes of the full evaluation, whose mean decides solved")
+    screen_episodes: int | None = Field(10, ge=1, description="episodes of the screen played first")
+    target_return: float | None = Field(None, allow_inf_nan=False, description="the full mean that counts as solved")
+    envs: int | None = Field(None, ge=1, description="environments per evaluation (default: screen one per "
+                                                    "episode, full min(episodes, 20))")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in _RENAMED_EVALUATION_KEYS.items():
+                if old in data:
+                    raise ValueError(f"key {old!r} is called {new!r} here (evaluation.{new}); the keys are "
+                                     f"every, episodes, screen_episodes, target_return, envs")
+        return data
+
+
+#: Keys an ``evaluation`` section may be written with elsewhere (agent specs, the learning report, CLI
+#: flags), and their names here.
+_RENAMED_EVALUATION_KEYS = {"min_return": "target_return", "target": "target_return", "eval_episodes": "episodes",
+                            "eval_every": "every", "screen": "screen_episodes", "eval_envs": "envs"}
 
 
 class DQNConfig(_Section):

@@ -10,11 +10,16 @@ A run directory holds::
 Typical use (the ``spacegraph train`` command does the same)::
 
     agent = build_agent("dqn_cartpole", backend="torch", seed=0)
-    result = Trainer(agent, "runs/cartpole", eval_episodes=100, target_return=475.0).train(steps=100_000)
-    result.solved_at_step                       # None if the target was not reached
+    result = Trainer(agent, "runs/cartpole").train(steps=100_000)   # evaluation: the config's section
+    result.solved_at_step                       # None if no full evaluation's mean reached the target
     Trainer.resume("runs/cartpole").train(steps=150_000)   # continues to 150k steps in all
 
-Modules: `trainer` (`Trainer`, `train`), `result` (`TrainResult`), `files` (metrics, episodes and
+"Solved" has one definition (`evaluation`: `EvaluationProtocol`, the config's ``evaluation`` section):
+the mean return of ``episodes`` greedy episodes reaching ``target_return``, played only when a
+``screen_episodes`` screen reaches it; the learning tests and the reports apply the same one.
+
+Modules: `trainer` (`Trainer`, `train`), `evaluation` (`EvaluationProtocol`, `run_evaluation`,
+`evaluate_worker`), `result` (`TrainResult`), `files` (metrics, episodes and
 the learning curve), `checkpoints` (atomic checkpoints, trainer state, what a resume loads),
 `progress` (`ProgressBar`), `threads` (`set_framework_threads`).
 """
@@ -22,6 +27,7 @@ the learning curve), `checkpoints` (atomic checkpoints, trainer state, what a re
 from __future__ import annotations
 
 from .checkpoints import CHECKPOINT, TRAINER_STATE, WORKER_STATE, read_trainer_state
+from .evaluation import Evaluation, EvaluationProtocol, evaluate_worker, run_evaluation
 from .files import (
     EPISODE_COLUMNS, EPISODES_CSV, LEARNING_CURVE, METRIC_COLUMNS, METRICS_CSV, METRICS_JSONL, plot_learning_curve)
 from .progress import ProgressBar
@@ -30,7 +36,7 @@ from .threads import set_framework_threads
 from .trainer import Trainer, train
 
 __all__ = [
-    "CHECKPOINT", "EPISODE_COLUMNS", "EPISODES_CSV", "LEARNING_CURVE", "METRIC_COLUMNS", "METRICS_CSV",
+    "CHECKPOINT", "EPISODE_COLUMNS", "EPISODES_CSV", "Evaluation", "EvaluationProtocol", "LEARNING_CURVE", "METRIC_COLUMNS", "METRICS_CSV",
     "METRICS_JSONL", "ProgressBar", "TRAINER_STATE", "TrainResult", "Trainer", "WORKER_STATE", "plot_learning_curve",
-    "read_trainer_state", "set_framework_threads", "train",
+    "evaluate_worker", "read_trainer_state", "run_evaluation", "set_framework_threads", "train",
 ]

@@ -114,6 +114,8 @@ def load_run(directory: str, backend: str | None, agent_loader: Callable[[str, s
     agent = agent_loader(ckpt, backend)
     settings = {k: state.get(k) for k in ("eval_every", "eval_episodes", "eval_envs", "target_return",
                                           "checkpoint_every")}
+    if isinstance(state.get("evaluation"), dict):  # the whole protocol (checkpoints before it: the keys above)
+        settings["evaluation"] = state["evaluation"]
     settings.update({k: v for k, v in kwargs.items() if v is not None or k not in settings})
     if "worker" in settings:
         raise ValueError("Trainer.resume: the worker is made for the restored agent; do not pass one")

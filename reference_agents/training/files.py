@@ -18,7 +18,8 @@ import numpy as np
 from harness.execution.serialization import atomic_file
 
 METRIC_COLUMNS = ("env_steps", "frames", "wall_s", "train_s", "eval_s", "steps_per_s", "frames_per_s", "episodes",
-                  "train_return_100", "eval_return", "eval_episodes", "epsilon", "updates", "last_loss")
+                  "train_return_100", "eval_return", "eval_episodes", "screen_return", "solved", "epsilon", "updates",
+                  "last_loss")
 EPISODE_COLUMNS = ("episode", "env_id", "return", "length", "terminated", "truncated", "end_step", "end_frame")
 METRICS_CSV, METRICS_JSONL, EPISODES_CSV = "metrics.csv", "metrics.jsonl", "episodes.csv"
 LEARNING_CURVE = "learning_curve.png"

@@ -15,7 +15,8 @@ class TrainResult:
 
     Attributes:
         history: the metric rows (one per evaluation, keys `METRIC_COLUMNS`), oldest first.
-        solved_at_step: the env step of the first evaluation whose mean reached ``target_return``.
+        solved_at_step: the env step of the first evaluation whose full mean reached the target
+            (`EvaluationProtocol`; a screen alone never counts); None when none did.
         total_steps: env steps taken in all (summed over environments).
         total_frames: emulator frames taken in all.
         episodes: training episodes finished in all.

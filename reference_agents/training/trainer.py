@@ -15,6 +15,7 @@ import numpy as np
 from reference_agents.workers import VectorEnvWorker, WorkerStats
 
 from .checkpoints import _STATE_FORMAT, CHECKPOINT, load_run, write_checkpoint
+from .evaluation import EvaluationProtocol, evaluate_worker
 from .files import (
     LEARNING_CURVE, METRIC_COLUMNS, METRICS_CSV, _clean, _fmt, append_episodes, append_metric_row, plot_learning_curve,
     rewrite_run_files)
@@ -34,9 +35,12 @@ class Trainer:
     """Trains an agent with a `VectorEnvWorker` in chunks, evaluating greedily after each.
 
     The worker (``VectorEnvWorker.for_agent(agent)``: the config's environments)
-    runs ``eval_every`` env steps at a time; after each chunk the agent is evaluated
-    greedily on separate environments (``worker.evaluate``) and a metrics row is
-    recorded. With ``out_dir`` the rows, the finished episodes and a learning curve
+    runs ``evaluation.every`` env steps at a time; after each chunk the agent is evaluated
+    greedily on separate environments under the `EvaluationProtocol` (the config's
+    ``evaluation`` section with the arguments below replacing its values: a screen, then the
+    full evaluation when the screen reaches the target) and a metrics row is recorded. The run
+    is solved at the first evaluation whose *full* mean reaches ``target_return`` (never from
+    the screen alone), and stops there. With ``out_dir`` the rows, the finished episodes and a learning curve
     are written as they come, and a checkpoint (agent, worker counters, trainer
     state) at the end, every ``checkpoint_every`` env steps, and on Ctrl-C.
 
@@ -49,12 +53,13 @@ class Trainer:
         agent: an agent with the worker-facing interface and ``config.env``/``config.evaluation``
             (a `DQNAgent`); checkpoints need ``save_checkpoint``.
         out_dir: the run directory (created); None keeps everything in memory.
-        eval_every: env steps between evaluations (default ``agent.config.evaluation.every``).
-        eval_episodes: greedy episodes per evaluation (default ``agent.config.evaluation.episodes``).
-        eval_envs: environments evaluated in lockstep (default: the worker's choice,
-            ``min(eval_episodes, num_envs)``). More is faster but, since the first episodes to end
-            are the ones counted, leans towards short episodes.
-        target_return: stop once an evaluation's mean return reaches this.
+        evaluation: the `EvaluationProtocol` (or a dict or config section with its fields; default
+            ``agent.config.evaluation``), which the next five arguments override when given.
+        eval_every: env steps between evaluations (``evaluation.every``).
+        eval_episodes: episodes of the full evaluation, whose mean decides solved (``evaluation.episodes``).
+        eval_envs: environments each evaluation runs in lockstep (``evaluation.envs``).
+        target_return: solved (and stop) once a full evaluation's mean reaches this (``evaluation.target_return``).
+        screen_episodes: episodes of the screen played before the full evaluation (``evaluation.screen_episodes``).
         checkpoint_every: also checkpoint after the evaluation at which this many env steps have
             passed since the last checkpoint (None: only at the end and on Ctrl-C).
         max_seconds: stop (evaluate, checkpoint) once training has run this long in this call.
@@ -69,31 +74,35 @@ class Trainer:
         ValueError: naming an argument that is not a positive number.
     """
 
-    def __init__(self, agent: Any, out_dir: str | os.PathLike | None = None, *, eval_every: int | None = None,
+    def __init__(self, agent: Any, out_dir: str | os.PathLike | None = None, *,
+                 evaluation: EvaluationProtocol | dict[str, Any] | Any | None = None, eval_every: int | None = None,
                  eval_episodes: int | None = None, eval_envs: int | None = None,
-                 target_return: float | None = None, checkpoint_every: int | None = None,
+                 target_return: float | None = None, screen_episodes: int | None = None,
+                 checkpoint_every: int | None = None,
                  max_seconds: float | None = None, progress: bool | None = None, log_evals: bool = False,
                  stream: TextIO | None = None, callback: Callable[["Trainer", WorkerStats], Any] | None = None,
                  worker: VectorEnvWorker | None = None) -> None:
-        evaluation = getattr(getattr(agent, "config", None), "evaluation", None)
-        eval_every = eval_every if eval_every is not None else getattr(evaluation, "every", None)
-        eval_episodes = eval_episodes if eval_episodes is not None else getattr(evaluation, "episodes", None)
         for name, value in (("eval_every", eval_every), ("eval_episodes", eval_episodes), ("eval_envs", eval_envs),
-                            ("checkpoint_every", checkpoint_every)):
+                            ("screen_episodes", screen_episodes), ("checkpoint_every", checkpoint_every)):
             _check_positive(name, value)
         _check_positive("max_seconds", max_seconds, float)
-        if eval_every is None or eval_episodes is None:
-            raise ValueError("Trainer: give eval_every and eval_episodes, or an agent whose config has an "
-                             "evaluation section")
         if target_return is not None and (isinstance(target_return, bool)
                                           or not isinstance(target_return, (int, float))):
             raise ValueError(f"Trainer: target_return must be a number or None; got {target_return!r}")
+        base = evaluation if evaluation is not None else getattr(getattr(agent, "config", None), "evaluation", None)
+        if base is None and (eval_every is None or eval_episodes is None):
+            raise ValueError("Trainer: give eval_every and eval_episodes (or evaluation=), or an agent whose config "
+                             "has an evaluation section")
+        try:
+            self.evaluation = EvaluationProtocol.from_config(
+                base, every=eval_every, episodes=eval_episodes, envs=eval_envs, target_return=target_return,
+                screen_episodes=screen_episodes)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"Trainer: {exc}") from None
         if callback is not None and not callable(callback):
             raise ValueError(f"Trainer: callback must be callable; got {callback!r}")
         self.agent = agent
         self.out_dir = None if out_dir is None else os.fspath(out_dir)
-        self.eval_every, self.eval_episodes, self.eval_envs = int(eval_every), int(eval_episodes), eval_envs
-        self.target_return = None if target_return is None else float(target_return)
         self.checkpoint_every, self.max_seconds = checkpoint_every, max_seconds
         self.stream = stream if stream is not None else sys.stderr
         self.progress = progress if progress is not None else bool(getattr(self.stream, "isatty", lambda: False)())
@@ -126,6 +135,13 @@ class Trainer:
                                  f"another out_dir")
             os.makedirs(self.out_dir, exist_ok=True)
             self._rewrite_files()
+
+    # the protocol's settings under their Trainer argument names
+    eval_every = property(lambda self: self.evaluation.every)
+    eval_episodes = property(lambda self: self.evaluation.episodes)
+    eval_envs = property(lambda self: self.evaluation.envs)
+    target_return = property(lambda self: self.evaluation.target_return)
+    screen_episodes = property(lambda self: self.evaluation.screen_episodes)
 
     # ---- files --------------------------------------------------------------------------------------
     def _path(self, name: str) -> str:
@@ -170,8 +186,8 @@ class Trainer:
         return {"format": _STATE_FORMAT, "version": 1, "backend": getattr(self.agent, "backend", None),
                 "total_steps_target": self.total_steps_target,
                 "wall_seconds": self.wall_seconds, "train_seconds": self.train_seconds,
-                "solved_at_step": self.solved_at_step, "eval_every": self.eval_every,
-                "eval_episodes": self.eval_episodes, "eval_envs": self.eval_envs,
+                "solved_at_step": self.solved_at_step, "evaluation": self.evaluation.as_dict(),
+                "eval_every": self.eval_every, "eval_episodes": self.eval_episodes, "eval_envs": self.eval_envs,
                 "target_return": self.target_return, "checkpoint_every": self.checkpoint_every,
                 "agent_timesteps": int(getattr(self.agent, "timesteps", -1)), "saved_at": time.time(),
                 "history": [{k: _clean(r.get(k)) for k in METRIC_COLUMNS} for r in self.history]}
@@ -264,19 +280,19 @@ class Trainer:
 
     def _evaluate(self, chunk_steps: int, chunk_seconds: float) -> dict[str, Any]:
         self._phase = "eval"
-        start = time.perf_counter()
-        returns = self.worker.evaluate(self.eval_episodes, num_envs=self.eval_envs)
-        eval_s = time.perf_counter() - start
+        ev = evaluate_worker(self.worker, self.evaluation)
         self._phase = "io"
         w = self.worker
         epsilon = getattr(self.agent, "epsilon", None)
         self._tick()
         row = {"env_steps": w.total_steps, "frames": w.total_frames, "wall_s": self.wall_seconds,
-               "train_s": self.train_seconds, "eval_s": eval_s,
+               "train_s": self.train_seconds, "eval_s": ev.seconds,
                "steps_per_s": chunk_steps / chunk_seconds if chunk_seconds > 0 else math.nan,
                "frames_per_s": chunk_steps * w.frames_per_step / chunk_seconds if chunk_seconds > 0 else math.nan,
                "episodes": len(w.episodes), "train_return_100": w.mean_return(100),
-               "eval_return": float(np.mean(returns)) if returns else math.nan, "eval_episodes": len(returns),
+               "eval_return": ev.mean, "eval_episodes": len(ev.returns),
+               "screen_return": ev.screen_mean,
+               "solved": None if self.target_return is None else int(ev.solved),
                "epsilon": float(epsilon()) if callable(epsilon) else None,
                "updates": w.total_updates, "last_loss": w.last_loss}
         self._recent_eval = row["eval_return"]
@@ -284,8 +300,12 @@ class Trainer:
 
     def _log(self, row: dict[str, Any]) -> None:
         if self.log_evals and self._bar is None:
+            screen = row.get("screen_return")
+            full = screen is not None and not math.isnan(screen) and row["eval_episodes"] != self.screen_episodes
+            note = (f", {self.screen_episodes}-episode screen {screen:.2f}" if full else "") + (
+                ", solved" if row.get("solved") else "")
             self.stream.write(f"step {row['env_steps']:>9,}  eval {row['eval_return']:8.2f} "
-                              f"({row['eval_episodes']} ep)  return(100) {row['train_return_100']:8.2f}  "
+                              f"({row['eval_episodes']} ep{note})  return(100) {row['train_return_100']:8.2f}  "
                               f"{row['steps_per_s']:7.0f} steps/s  episodes {row['episodes']}\n")
             self.stream.flush()
 
@@ -341,8 +361,7 @@ class Trainer:
                 self.history.append(row)
                 self._write_row(row)
                 self._log(row)
-                if (self.target_return is not None and self.solved_at_step is None
-                        and row["eval_return"] >= self.target_return):
+                if row["solved"] and self.solved_at_step is None:  # the full evaluation's mean, never the screen
                     self.solved_at_step = int(row["env_steps"])
                     self._stop_reason = "target_return"
                 if self.out_dir is not None:

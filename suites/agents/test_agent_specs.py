@@ -2,8 +2,10 @@
 
 The learning criterion: within ``env_steps`` training environment steps, the
 greedy policy's mean return over ``eval_episodes`` evaluation episodes reaches
-``min_return``. Evaluation runs every ``eval_every`` steps: a screen of 10
-episodes first, then, when the screen passes, the full ``eval_episodes``.
+``min_return``. Evaluation runs every ``eval_every`` steps: a screen of the
+config's ``evaluation.screen_episodes`` (10) first, then, when the screen passes,
+the full ``eval_episodes``. This is `reference_agents.training.EvaluationProtocol`,
+applied by the `Trainer` that ``spacegraph train`` runs: one definition of solved.
 Evaluation episodes do not count as training steps (they neither observe nor
 update). The issue's wording, "the mean return of the last 100 *training*
 episodes", cannot hold within 50k steps: 100 episodes of 475+ steps are 47.5k
@@ -16,7 +18,6 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from harness.specs.agents import load_agent_spec
@@ -69,27 +70,29 @@ def learning_cases():
     return cases
 
 
-def train_until_solved(agent, env_steps: int, min_return: float, eval_episodes: int, eval_every: int,
-                       screen_episodes: int = 10) -> dict:
-    """Trains ``agent`` with its worker until the greedy mean over ``eval_episodes`` reaches ``min_return``."""
-    from reference_agents.workers import VectorEnvWorker
+def learning_protocol(learning, config_evaluation):
+    """The `EvaluationProtocol` of a spec's learning criterion: the config's ``evaluation`` section with the
+    spec's ``eval_every``, ``eval_episodes`` and ``min_return``."""
+    from reference_agents.training import EvaluationProtocol
 
-    worker = VectorEnvWorker.for_agent(agent)
-    start, history = time.perf_counter(), []
+    return EvaluationProtocol.from_config(config_evaluation, every=learning.eval_every,
+                                          episodes=learning.eval_episodes, target_return=learning.min_return)
+
+
+def train_until_solved(agent, env_steps: int, protocol) -> dict:
+    """Trains ``agent`` with the `Trainer` (no run directory) until solved under ``protocol`` or ``env_steps``."""
+    from reference_agents.training import Trainer
+
+    trainer = Trainer(agent, None, evaluation=protocol, progress=False)
+    start = time.perf_counter()
     try:
-        while worker.total_steps < env_steps:
-            worker.run(num_steps=min(eval_every, env_steps - worker.total_steps))
-            screen = float(np.mean(worker.evaluate(screen_episodes, num_envs=screen_episodes)))
-            full = None
-            if screen >= min_return:
-                full = float(np.mean(worker.evaluate(eval_episodes, num_envs=20, seed=agent.seed + 50_000)))
-            history.append((worker.total_steps, screen, full))
-            if full is not None and full >= min_return:
-                return {"solved_at": worker.total_steps, "seconds": time.perf_counter() - start,
-                        "history": history, "eval_return": full}
-        return {"solved_at": None, "seconds": time.perf_counter() - start, "history": history}
+        result = trainer.train(env_steps)
     finally:
-        worker.close()
+        trainer.worker.close()
+    history = [(r["env_steps"], r["screen_return"] if protocol.screened else r["eval_return"],
+                r["eval_return"] if r["eval_episodes"] == protocol.episodes else None) for r in result.history]
+    return {"solved_at": result.solved_at_step, "seconds": time.perf_counter() - start, "history": history,
+            "eval_return": result.final_eval_return}
 
 
 @pytest.mark.learning
@@ -98,8 +101,7 @@ def test_learns(path, backend, seed, record_property):
     spec = load_agent_spec(path)
     learning = spec.spec.learning
     agent = spec.agent_class(load_agent_spec(path).config(overrides=False), backend=backend, seed=seed)
-    result = train_until_solved(agent, learning.env_steps, learning.min_return, learning.eval_episodes,
-                                learning.eval_every)
+    result = train_until_solved(agent, learning.env_steps, learning_protocol(learning, agent.config.evaluation))
     record_property("learning", f"solved at {result['solved_at']} env steps in {result['seconds']:.0f} s; "
                                 f"evaluations (steps, 10-episode mean, 100-episode mean): {result['history']}")
     assert result["solved_at"] is not None, (

@@ -23,7 +23,8 @@ from reference_agents.training import ProgressBar, Trainer
 from suites.doubles import FakeClock, TextSink
 
 METRIC_COLUMNS = ["env_steps", "frames", "wall_s", "train_s", "eval_s", "steps_per_s", "frames_per_s", "episodes",
-                  "train_return_100", "eval_return", "eval_episodes", "epsilon", "updates", "last_loss"]
+                  "train_return_100", "eval_return", "eval_episodes", "screen_return", "solved", "epsilon", "updates",
+                  "last_loss"]
 EPISODE_COLUMNS = ["episode", "env_id", "return", "length", "terminated", "truncated", "end_step", "end_frame"]
 
 # A small CartPole DQN: updates every 4 env steps after 100, evaluation every 200 steps.
@@ -119,8 +120,8 @@ def test_train_writes_metrics_episodes_curve_and_checkpoint(tmp_path, capsys):
     assert eps[0] == pytest.approx(1.0 - 0.9 * 200 / 400, abs=1e-5) and eps[1:] == pytest.approx([0.1, 0.1])
     assert all(int(r["eval_episodes"]) == 2 and float(r["eval_return"]) > 0 for r in rows)
     assert all(math.isfinite(float(r["last_loss"])) for r in rows)
-    assert sorted(os.listdir(out / "checkpoint")) == ["agent_state.npz", "agent_variables.npz", "trainer.json",
-                                                      "worker.json"]
+    assert sorted(os.listdir(out / "checkpoint")) == ["agent_replay.npz", "agent_state.npz", "agent_variables.npz",
+                                                      "trainer.json", "worker.json"]
     assert checkpoint_counts(out) == {"agent_steps": 500, "worker_steps": 500, "updates": updates_due(500),
                                       "worker_updates": updates_due(500), "replay": 500,
                                       "episodes": len(episodes), "resets": 1}
@@ -272,10 +273,12 @@ def test_target_return_stops_early(tmp_path, capsys, monkeypatch, target, steps,
     with open(run / "checkpoint" / "trainer.json") as fh:
         assert json.load(fh)["solved_at_step"] == solved
     if solved:
-        assert "solved at     step 200 (eval mean >= 1)" in summary
-        assert "stopped       the target return was reached" in summary
+        assert "solved means  mean of 2 greedy episodes >= 1, evaluated every 200 env steps" in summary
+        assert "solved at     step 200" in summary
+        assert "stopped       solved" in summary
     else:
-        assert "solved at     not reached (target 1e+09)" in summary
+        assert "solved means  mean of 2 greedy episodes >= 1e+09, evaluated every 200 env steps" in summary
+        assert "solved at     not reached" in summary
 
 
 def test_max_seconds_and_callback_stop_with_a_final_evaluation(tmp_path):

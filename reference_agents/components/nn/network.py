@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from typing import Any
 
@@ -31,15 +32,40 @@ def nature_dqn_layers() -> list[dict[str, Any]]:
     ]
 
 
+def _layer_class(where: str, path: str) -> type[Component]:
+    """The class a layer's ``type`` names by its dotted path (``package.module.Class``), checked to be a
+    `Component` with an ``apply`` API method; ValueError naming ``where`` and the key otherwise."""
+    module_name, _, attr = path.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # noqa: BLE001 - any import failure of the user's module is reported
+        raise ValueError(f"{where}: key 'type': cannot import module {module_name!r} of {path!r} "
+                         f"({type(error).__name__}: {error})") from None
+    cls = getattr(module, attr, None)
+    if cls is None:
+        raise ValueError(f"{where}: key 'type': module {module_name!r} has no {attr!r} (from {path!r})")
+    if not (isinstance(cls, type) and issubclass(cls, Component)):
+        raise ValueError(f"{where}: key 'type': {path!r} must be a Component subclass; got "
+                         f"{cls!r} ({type(cls).__name__})")
+    if "apply" not in cls.api_specs():
+        raise ValueError(f"{where}: key 'type': {path!r} has no 'apply' API method (a layer is applied as "
+                         f"layer.apply(inputs)); its API methods: {sorted(cls.api_specs())}")
+    return cls
+
+
 def _layer(index: int, config: Any) -> Component:
     """The layer ``config`` describes; ValueError naming ``layers[index]`` and the key at fault."""
     where = f"NeuralNetwork: layers[{index}]"
     if not isinstance(config, dict):
         raise ValueError(f"{where} must be a dict with a 'type' key; got {config!r}")
     kind = config.get("type")
-    if kind not in LAYER_TYPES:
-        raise ValueError(f"{where}: key 'type' must be one of {sorted(LAYER_TYPES)}; got {kind!r}")
-    cls = LAYER_TYPES[kind]
+    if kind in LAYER_TYPES:
+        cls = LAYER_TYPES[kind]
+    elif isinstance(kind, str) and "." in kind.strip("."):
+        cls = _layer_class(where, kind)
+    else:
+        raise ValueError(f"{where}: key 'type' must be one of {sorted(LAYER_TYPES)}; got {kind!r} (or the class "
+                         f"path of a Component with an apply API method, e.g. my_package.MyLayer)")
     params = dict(inspect.signature(cls.__init__).parameters)
     params.pop("self")
     kwargs = {k: v for k, v in config.items() if k != "type"}
@@ -49,7 +75,7 @@ def _layer(index: int, config: Any) -> Component:
     missing = [n for n, p in params.items() if p.default is inspect.Parameter.empty and n not in kwargs]
     if missing:
         raise ValueError(f"{where} ({kind}): missing key {missing[0]!r}")
-    kwargs.setdefault("scope", f"{kind}_{index}")
+    kwargs.setdefault("scope", f"{kind if kind in LAYER_TYPES else cls.__name__.lower()}_{index}")
     try:
         return cls(**kwargs)
     except ValueError as error:
@@ -61,9 +87,11 @@ class NeuralNetwork(Component):
 
     Each layer is a dict with a ``type`` (``dense`` for
     `reference_agents.components.common.Dense`, ``conv2d`` for `Conv2D`,
-    ``flatten`` for `Flatten`) and that class's constructor arguments, e.g.
+    ``flatten`` for `Flatten`, or the dotted path of any `Component` class with an ``apply``
+    API method, e.g. ``my_components.SoftClip``) and that class's constructor arguments, e.g.
     ``{type: conv2d, filters: 32, kernel_size: 8, strides: 4, activation: relu}``.
-    Layer ``i`` is named ``{type}_{i}`` unless its dict gives a ``scope``, so the
+    Layer ``i`` is named ``{type}_{i}`` (a class path: ``{classname lowercased}_{i}``)
+    unless its dict gives a ``scope``, so the
     variables read ``conv2d_0/kernel``, ``dense_4/bias``, ... (relative to the
     network). `nature_dqn_layers` gives the Nature DQN stack.
 

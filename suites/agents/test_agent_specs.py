@@ -107,3 +107,39 @@ def test_learns(path, backend, seed, record_property):
     assert result["solved_at"] is not None, (
         f"{spec.name} [{backend}, seed {seed}] did not reach a greedy mean return of {learning.min_return} over "
         f"{learning.eval_episodes} episodes within {learning.env_steps} env steps; evaluations: {result['history']}")
+
+
+def test_the_learning_criterion_is_the_configs_definition_of_solved():
+    """`spacegraph train dqn_cartpole`, the learning test and the learning report call the same runs solved."""
+    from reference_agents.agents import load_agent_config
+    from reference_agents.training import EvaluationProtocol
+    from spacegraph.reports.learning_criterion import Criterion
+
+    for path in SPECS:
+        spec = load_agent_spec(path)
+        if spec.spec.learning is None:
+            continue
+        config, _ = load_agent_config(spec.config(overrides=False))
+        from_config = EvaluationProtocol.from_config(config.evaluation)
+        assert learning_protocol(spec.spec.learning, from_config) == from_config, (
+            f"{spec.name}: the spec's learning criterion {spec.spec.learning} differs from its config's evaluation "
+            f"section {from_config}")
+        report = Criterion()
+        assert (report.min_return, report.eval_episodes, report.screen_episodes, report.eval_every) == (
+            from_config.target_return, from_config.episodes, from_config.screen_episodes, from_config.every)
+
+
+def test_the_learning_helper_is_not_solved_by_a_passing_screen(monkeypatch):
+    from reference_agents.agents import build_agent
+    from reference_agents.training import EvaluationProtocol
+    from reference_agents.workers import VectorEnvWorker
+
+    fulls = [419.5, 480.0]
+    monkeypatch.setattr(VectorEnvWorker, "evaluate", lambda self, episodes, num_envs=None, seed=None, max_steps=None:
+                        [480.0] * episodes if episodes == 10 else [fulls.pop(0)] * episodes)
+    config = load_agent_spec(ROOT / "specs" / "agents" / "dqn_cartpole.yaml").config()
+    config["update"]["start_after"] = 10_000  # no updates: only the evaluation decisions matter here
+    agent = build_agent(config, backend="torch", seed=0)
+    result = train_until_solved(agent, 1000, EvaluationProtocol(every=200, episodes=100, screen_episodes=10,
+                                                                target_return=475))
+    assert result["solved_at"] == 400 and result["history"] == [(200, 480.0, 419.5), (400, 480.0, 480.0)]

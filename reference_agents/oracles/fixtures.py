@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.graph import Component, api
+from harness.graph import Component, api, forward
 from reference_agents.components.common import (
     Dense, FoldTimeRank, Synchronizer, UnfoldTimeRank,
 )
@@ -41,20 +41,9 @@ class SyncedPair(Component):
         super().__init__(source, target, synchronizer, scope=scope)
         self.source_layer, self.target_layer, self.synchronizer = source, target, synchronizer
 
-    @api
-    def source(self, inputs: Any) -> Any:
-        """The source layer's output."""
-        return self.source_layer.apply(inputs)
-
-    @api
-    def target(self, inputs: Any) -> Any:
-        """The target layer's output."""
-        return self.target_layer.apply(inputs)
-
-    @api
-    def sync(self) -> None:
-        """Runs the synchronizer."""
-        return self.synchronizer.sync()
+    source = forward("source_layer", Dense.apply, doc="The source layer's output.")
+    target = forward("target_layer", Dense.apply, doc="The target layer's output.")
+    sync = forward("synchronizer", Synchronizer.sync, doc="Runs the synchronizer.")
 
 
 class TimeDistributedDense(Component):

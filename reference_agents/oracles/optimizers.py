@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.graph import Component, api, graph_fn
+from harness.graph import Component, api, forward, graph_fn
 from harness.spaces import FloatBox, Space
 from reference_agents.components.common import Dense
 from reference_agents.components.optimizers import SGD, Adam, Optimizer, RMSProp
@@ -59,10 +59,7 @@ class _RegressionFixture(Component):
                 and (inputs is None or getattr(inputs, "dtype", None) == targets.dtype)):
             raise self.space_mismatch("targets", f"a FloatBox [B,{self.units}] of the inputs' dtype", targets)
 
-    @api
-    def predict(self, inputs: Any) -> Any:
-        """The layer's output."""
-        return self.layer.apply(inputs)
+    predict = forward("layer", Dense.apply, doc="The layer's output.")
 
     @api
     def update(self, inputs: Any, targets: Any) -> Any:

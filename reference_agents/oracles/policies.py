@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.graph import Component, api
+from harness.graph import Component, forward
 from harness.spaces import Dict, IntBox, Space, Tuple, parse
 from reference_agents.components.common import Dense
 from reference_agents.components.policies import Policy
@@ -153,30 +153,11 @@ class DensePolicy(Component):
         self.policy = Policy(Dense(units, activation, bias_initializer="normal(0.5)", scope="network"), action_space)
         super().__init__(self.policy, scope=scope)
 
-    @api
-    def action_logits(self, states: Any) -> Any:
-        """`Policy.action_logits`."""
-        return self.policy.action_logits(states)
-
-    @api
-    def greedy_actions(self, states: Any) -> Any:
-        """`Policy.greedy_actions`."""
-        return self.policy.greedy_actions(states)
-
-    @api
-    def sample_actions(self, states: Any) -> Any:
-        """`Policy.sample_actions`."""
-        return self.policy.sample_actions(states)
-
-    @api
-    def log_probs(self, states: Any, actions: Any) -> Any:
-        """`Policy.log_probs`."""
-        return self.policy.log_probs(states, actions)
-
-    @api
-    def entropy(self, states: Any) -> Any:
-        """`Policy.entropy`."""
-        return self.policy.entropy(states)
+    action_logits = forward("policy", Policy.action_logits)
+    greedy_actions = forward("policy", Policy.greedy_actions)
+    sample_actions = forward("policy", Policy.sample_actions)
+    log_probs = forward("policy", Policy.log_probs)
+    entropy = forward("policy", Policy.entropy)
 
 
 def _policy_leaves(config: dict[str, Any]) -> tuple[list[tuple[Any, str, Space]], bool, bool]:

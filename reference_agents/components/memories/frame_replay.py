@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.graph import Component, api, graph_fn
+from harness.graph import Component, api, forward, graph_fn
 from harness.spaces import Dict, FloatBox, IntBox, Space, parse
 
 from reference_agents.components.memories.frame_index import check_frame_arguments
@@ -130,10 +130,9 @@ class FrameReplay(Component):
         self.replay.sum_tree.update(indices, self._graph_fn_keep_dead(before, after, 0.0))
         self.replay.min_tree.update(indices, self._graph_fn_keep_dead(before, after, float("inf")))
 
-    @api
-    def get_size(self) -> Any:
-        """The number of transition slots written (at most ``capacity``; dead ones included), ``int64[]``."""
-        return self.replay.get_size()
+    get_size = forward("replay", PrioritizedReplay.get_size,
+                       doc="The number of transition slots written (at most ``capacity``; dead ones included), "
+                           "``int64[]``.")
 
     # ---- graph functions --------------------------------------------------------------------------
     @graph_fn(returns=0)

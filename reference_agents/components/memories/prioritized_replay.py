@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.graph import Component, api, graph_fn
+from harness.graph import Component, api, forward, graph_fn
 from harness.spaces import FloatBox, IntBox, Space
 
 from reference_agents.components.memories.replay_memory import (
@@ -118,10 +118,7 @@ class PrioritizedReplay(Component):
         self.sum_tree.update(indices, weighted)
         self.min_tree.update(indices, weighted)
 
-    @api
-    def get_size(self) -> Any:
-        """The number of filled slots, ``int64[]``."""
-        return self.memory.get_size()
+    get_size = forward("memory", ReplayMemory.get_size)
 
     def _power(self, F: Any, x: Any, exponent: float) -> Any:
         return F.exp(exponent * F.log(x))

@@ -9,6 +9,7 @@ plugin's project root on ``sys.path``.
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "my_components"
@@ -116,3 +118,65 @@ def test_a_missing_spec_location_is_a_usage_error(project: Path) -> None:
     proc = run(project, "-m", "pytest", "-p", "no:cacheprovider", "--spacegraph-specs", "nowhere")
     assert proc.returncode == 4
     assert f"spacegraph specs: {project / 'nowhere'} is neither a spec file nor a folder" in proc.stderr
+
+
+def spacegraph_command() -> list[str]:
+    """The installed ``spacegraph`` console script next to this interpreter (``-m spacegraph.cli`` without one)."""
+    script = Path(sys.executable).parent / "spacegraph"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "spacegraph.cli"]
+
+
+def test_the_example_agent_config_trains_with_the_projects_own_layer(project: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
+    env.update(OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3")
+    cmd = [*spacegraph_command(), "train", "configs/dqn_soft_clip.yaml", "--steps", "300", "--out", "run", "--quiet"]
+    proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"spacegraph train: config {project / 'configs' / 'dqn_soft_clip.yaml'}\n" in proc.stderr
+    assert "solved means  mean of 100 greedy episodes >= 475 (played when a 10-episode screen reaches 475)" \
+        in proc.stdout
+    with open(project / "run" / "metrics.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["env_steps"]) for r in rows] == [300] and int(rows[0]["eval_episodes"]) in (10, 100)
+    assert (project / "run" / "episodes.csv").exists()
+    with np.load(project / "run" / "checkpoint" / "agent_variables.npz") as weights:
+        gains = [k for k in weights.files if k.endswith("softclip_1/gain")]
+        assert len(gains) == 2 and all(weights[k].shape == (128,) for k in gains), weights.files  # Q and target
+
+    # a class path that does not resolve is named with the file and the key
+    config = project / "configs" / "dqn_soft_clip.yaml"
+    config.write_text(config.read_text().replace("my_components.SoftClip", "my_components.SoftClp"))
+    proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "configs/dqn_soft_clip.yaml: 1 problem(s) in the agent config" in proc.stderr
+    assert "network: NeuralNetwork: layers[1]: key 'type': module 'my_components' has no 'SoftClp' " \
+           "(from 'my_components.SoftClp')" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("no_such_package.Layer", "layers[0]: key 'type': cannot import module 'no_such_package' of "
+                              "'no_such_package.Layer' (ModuleNotFoundError"),
+    ("reference_agents.components.common.NoSuch", "layers[0]: key 'type': module "
+                                                  "'reference_agents.components.common' has no 'NoSuch'"),
+    ("os.path.join", "layers[0]: key 'type': 'os.path.join' must be a Component subclass; got <function join"),
+    ("harness.graph.Component", "layers[0]: key 'type': 'harness.graph.Component' has no 'apply' API method"),
+    ("SoftClip", "layers[0]: key 'type' must be one of ['conv2d', 'dense', 'flatten']; got 'SoftClip' (or the "
+                 "class path of a Component"),
+])
+def test_a_layer_class_path_that_is_not_a_layer_is_named(kind: str, message: str) -> None:
+    from reference_agents.components.nn import NeuralNetwork
+
+    with pytest.raises(ValueError) as info:
+        NeuralNetwork([{"type": kind}])
+    assert str(info.value).startswith("NeuralNetwork: ") and message in str(info.value), str(info.value)
+
+
+def test_a_layer_class_path_builds_like_a_named_type() -> None:
+    from harness.execution.executor import GraphExecutor
+    from reference_agents.components.nn import NeuralNetwork
+
+    net = NeuralNetwork([{"type": "reference_agents.components.common.Dense", "units": 3},
+                         {"type": "dense", "units": 2}])
+    assert [layer.scope for layer in net.layers] == ["dense_0", "dense_1"]
+    out = GraphExecutor(net, {"inputs": "float32[B,4]"}, backend="torch").execute("apply", np.ones((5, 4), np.float32))
+    assert np.asarray(out).shape == (5, 2)

@@ -158,8 +158,6 @@ def _forward_signature(target: Callable) -> inspect.Signature:
 
 def _forward_call(component: Any, spec: ApiSpec, origin: str, args: tuple) -> Any:
     """The body of a `forward` method: checks the sub-component, then calls its API method."""
-    from harness.graph.component import Component
-
     sub, method = spec.forwards  # type: ignore[misc]
     where = (f"{type(component).__name__}({component.global_scope!r}).{spec.name}, declared "
              f"forward({sub!r}, {origin})")
@@ -167,7 +165,7 @@ def _forward_call(component: Any, spec: ApiSpec, origin: str, args: tuple) -> An
     if target is _MISSING:
         raise AssemblyError(f"{where}: the component has no attribute {sub!r}; its sub-components are "
                             f"{sorted(component.sub_components)} (name the attribute that holds one)")
-    if not isinstance(target, Component):
+    if not callable(getattr(target, "api_specs", None)):  # a Component (component.py imports this module)
         raise AssemblyError(f"{where}: self.{sub} is {type(target).__name__} {target!r}, not a Component")
     target_specs = target.api_specs()
     found = target_specs.get(method)

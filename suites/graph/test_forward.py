@@ -308,7 +308,8 @@ def test_error_argument_mismatch_at_call():
         def run(self, x):
             return self.outer.apply(x, 2.0, x) if self.how == "many" else self.outer.apply(y=x)
 
-    with pytest.raises(AssemblyError, match=r"API method caller/outer\.apply takes 2 argument\(s\) \['x', 'scale'\]; got 3"):
+    with pytest.raises(AssemblyError,
+                       match=r"API method caller/outer\.apply takes 2 argument\(s\) \['x', 'scale'\]; got 3"):
         assemble(Caller("many"))
     with pytest.raises(AssemblyError, match=r"API method caller/outer\.apply has no argument 'y'"):
         assemble(Caller("keyword"))

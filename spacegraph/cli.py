@@ -345,6 +345,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_new_component(args: argparse.Namespace) -> int:
+    from spacegraph.scaffold import new_component, snake_case
+
+    try:
+        written = new_component(args.name, args.dir, args.package)
+    except (OSError, ValueError) as exc:
+        print(f"spacegraph new component: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    snake = snake_case(args.name)
+    print(f"next: write the oracle {snake}_apply (the spec's oracle check fails until then), then in {args.dir}: "
+          f"spacegraph spec test specs")
+    return 0
+
+
 def cmd_spaces(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -444,6 +460,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     from harness.specs.cli import add_spec_parser
 
     add_spec_parser(sub, default_package="reference_agents")
+
+    new = sub.add_parser("new", help="write a template component with its spec and an oracle stub")
+    new_sub = new.add_subparsers(dest="new_command", required=True)
+    new_component = new_sub.add_parser(
+        "component", help="a template component, its spec and an oracle stub in a project",
+        description="Writes PACKAGE/<name>.py (a component that builds and runs: scale * inputs), "
+                    "specs/components/<name>.yaml and <name>_apply in PACKAGE/oracles.py, a stub that raises "
+                    "until you write it: `spacegraph spec test specs` fails on the oracle check until then. "
+                    "Writes pyproject.toml too when DIR has none. Existing files are never overwritten.")
+    new_component.add_argument("name", metavar="NAME", help="the class name, in CapWords (e.g. MyLayer)")
+    new_component.add_argument("--dir", default=".", help="the project folder (default: here)")
+    new_component.add_argument("--package", help="the package to put it in (default: the one package in DIR, "
+                                                 "else my_components)")
+    new_component.set_defaults(fn=cmd_new_component)
 
     args = parser.parse_args(argv)
     set_log_level(args.verbose_logs)

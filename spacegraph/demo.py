@@ -72,7 +72,7 @@ def demo_graph(backends: list[str]) -> None:
 def demo_training(backends: list[str], steps: int, seconds: float) -> None:
     """Trains DQN (``dqn_cartpole``) on CartPole briefly on each backend and prints a table."""
     from reference_agents.agents import build_agent
-    from reference_agents.training import Trainer
+    from reference_agents.training import EvaluationProtocol, Trainer
 
     _section("DQN on CartPole-v1: a short run per backend")
     print(f"config dqn_cartpole, at most {steps:,} env steps or {seconds:g} s of training per backend, "
@@ -82,7 +82,10 @@ def demo_training(backends: list[str], steps: int, seconds: float) -> None:
         start = time.perf_counter()
         agent = build_agent("dqn_cartpole", backend=backend, seed=0)
         build_s = time.perf_counter() - start
-        trainer = Trainer(agent, None, eval_every=steps, eval_episodes=5, max_seconds=seconds, progress=False)
+        # 5 greedy episodes at the end, no target: a demo run never calls itself solved (that takes the
+        # config's protocol, a 100-episode mean, which `spacegraph train dqn_cartpole` applies).
+        evaluation = EvaluationProtocol(every=steps, episodes=5, screen_episodes=None, target_return=None)
+        trainer = Trainer(agent, None, evaluation=evaluation, max_seconds=seconds, progress=False)
         result = trainer.train(steps)
         last = result.history[-1]
         rows.append((backend, result.total_steps, result.steps_per_s, result.episodes, last["train_return_100"],

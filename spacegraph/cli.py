@@ -474,6 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     new_component.add_argument("--package", help="the package to put it in (default: the one package in DIR, "
                                                  "else my_components)")
     new_component.set_defaults(fn=cmd_new_component)
+    from spacegraph.report.cli import add_report_parser  # the `report` command (spacegraph/report/)
+    add_report_parser(sub)
 
     args = parser.parse_args(argv)
     set_log_level(args.verbose_logs)

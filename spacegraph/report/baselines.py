@@ -1,0 +1,66 @@
+"""Published baselines (``reports/baselines/*.yaml``): figures from papers and RLlib, with their source,
+table or figure, hardware and what exactly was measured. They are drawn beside ours, labelled as
+other hardware, and never enter a same-machine ratio.
+
+File format::
+
+    source: RLgraph paper (Schaarschmidt et al., MLSys 2019)
+    url: https://arxiv.org/abs/1810.09028
+    baselines:
+      - scenario: build                # the report scenario it is drawn beside
+        label: RLgraph, TF 1.11
+        where: Section 5.1, Figure 5a (text)
+        hardware: ...
+        measured: ...
+        unit: ms
+        panel: ""                      # optional: the panel's title ("" = the first); plot: false = table only
+        points: [{x: DQN agent, y: 1000, note: about 1 s}]   # bound: upper / lower where the source gives one
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.measure.figures import Baseline
+
+#: The checkout's baseline folder (a report run outside a checkout passes ``--baselines DIR``).
+BASELINE_DIR = Path(__file__).resolve().parents[2] / "reports" / "baselines"
+_REQUIRED = ("scenario", "label", "where", "hardware", "measured", "points")
+
+
+def load(folder: str | Path = BASELINE_DIR) -> dict[str, list[Baseline]]:
+    """``{scenario: [Baseline, ...]}`` from every ``*.yaml`` in ``folder`` ({} when it does not exist).
+
+    Entries with ``plot: false`` get the panel name ``"(table only)"``, which no plot draws.
+
+    Raises:
+        ValueError: naming the file and entry when a field is missing or a point has no ``y``.
+    """
+    out: dict[str, list[Baseline]] = {}
+    folder = Path(folder)
+    if not folder.is_dir():
+        return out
+    for path in sorted(folder.glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        source = doc.get("source")
+        if not source:
+            raise ValueError(f"{path}: needs a top-level 'source'")
+        cite = f"{source}, {doc['url']}" if doc.get("url") else str(source)
+        for i, entry in enumerate(doc.get("baselines") or []):
+            missing = [k for k in _REQUIRED if k not in entry]
+            if missing:
+                raise ValueError(f"{path}: baselines[{i}] lacks {', '.join(missing)}")
+            points: list[dict[str, Any]] = list(entry["points"] or [])
+            for j, p in enumerate(points):
+                if not isinstance(p, dict) or not isinstance(p.get("y"), (int, float)):
+                    raise ValueError(f"{path}: baselines[{i}].points[{j}] needs a numeric 'y'")
+            panel = "(table only)" if entry.get("plot") is False else str(entry.get("panel", ""))
+            url = entry.get("url")
+            out.setdefault(entry["scenario"], []).append(Baseline(
+                label=str(entry["label"]), source=f"{cite} ({url})" if url else cite, where=str(entry["where"]),
+                hardware=str(entry["hardware"]), measured=str(entry["measured"]), points=points, panel=panel,
+                unit=str(entry.get("unit", ""))))
+    return out

@@ -1,0 +1,9 @@
+"""The report scenarios; importing this package registers them (`spacegraph.report.registry.SCENARIOS`) in the
+order the report shows them."""
+
+from spacegraph.report.scenarios import build  # noqa: F401  (isort: skip: registration order)
+from spacegraph.report.scenarios import act  # noqa: F401,I001
+from spacegraph.report.scenarios import sampling  # noqa: F401,I001
+from spacegraph.report.scenarios import replay  # noqa: F401,I001
+from spacegraph.report.scenarios import learning  # noqa: F401,I001
+from spacegraph.report.scenarios import pending  # noqa: F401,I001

@@ -457,6 +457,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     spaces.add_argument("--seed", type=int, default=0)
     spaces.set_defaults(fn=cmd_spaces)
 
+    from spacegraph.graph_cmd import add_graph_parser  # `spacegraph graph`: drawings and TensorBoard export
+
+    add_graph_parser(sub, resolve_config, import_tensorflow_quietly, verbose_help)
+
     from harness.specs.cli import add_spec_parser
 
     add_spec_parser(sub, default_package="reference_agents")

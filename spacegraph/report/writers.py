@@ -27,7 +27,7 @@ def summary_items(report: Report) -> list[tuple[str, str]]:
     m = report.machine
     gpu = "; ".join(m["gpus"]) if m.get("gpus") else "none"
     items = [("command (from a fresh clone)", report.command), ("git revision", report.revision),
-             ("started", report.started), ("duration", f"{report.seconds / 60:.1f} min"),
+             ("started", report.started), ("duration", f"{report.seconds / 60:.1f} min ({report.seconds:.0f} s)"),
              ("mode", "quick" if report.quick else "full"), ("seeds", str(report.seeds)),
              ("machine", f"{m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB memory, GPU: {gpu}, {m['os']}, "
                          f"Python {m['python']}"),

@@ -95,7 +95,7 @@ def measure(backends: tuple[str, ...] = BACKENDS, builds: int = 3, config: str =
 
 def figures(result: dict[str, Any]) -> list[Figure]:
     """The build figure: grouped bars of framework overhead (ms) per graph and backend, and the table."""
-    panel = Panel(title="framework overhead per build", y_label="ms", categories=CATEGORIES)
+    panel = Panel(title="framework overhead per build", y_label="ms (log)", y_log=True, categories=CATEGORIES)
     series = []
     for backend in dict.fromkeys(r["backend"] for r in result["rows"]):
         rows = [r for r in result["rows"] if r["backend"] == backend]

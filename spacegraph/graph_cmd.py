@@ -10,11 +10,14 @@ components).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import re
 import sys
 import types
+import warnings
 from typing import Any, Callable
 
 FORMATS = ("html", "svg", "png", "dot", "tensorboard")
@@ -187,15 +190,21 @@ def _export_torch(executor: Any, trace: Any, api: Any, out_dir: str) -> None:
             return fn(*args)
 
     rng = np.random.default_rng(executor.seed)
-    inputs = []
-    for space in api.arg_spaces.values():
-        value = space.sample(tuple(2 for _ in space.extra_ranks) or None, rng)
-        inputs.append(executor.backend.to_tensor(value) if not isinstance(value, (dict, tuple)) else
-                      space.unflatten({p: executor.backend.to_tensor(v) for p, v in space.flatten_value(value).items()}))
+
+    def sample(leaf: Any) -> Any:  # batch/time size 2; an unbounded integer (a count, a batch size) is 2
+        size = tuple(2 for _ in leaf.extra_ranks) or None
+        if np.dtype(leaf.dtype).kind in "iu" and not leaf.bounded:
+            return torch.as_tensor(np.full(leaf.full_shape(2, 2), 2, dtype=leaf.dtype))
+        return torch.as_tensor(np.asarray(leaf.sample(size, rng)))
+
+    inputs = [space.unflatten({p: sample(leaf) for p, leaf in space.leaves()}) for space in api.arg_spaces.values()]
     gradients = any(step.spec.gradients for step in trace.steps)
     writer = SummaryWriter(out_dir)
+    caught = io.StringIO()  # add_graph prints its tracing errors before raising them
     try:
-        with torch.enable_grad() if gradients else torch.no_grad():
+        with torch.enable_grad() if gradients else torch.no_grad(), warnings.catch_warnings(), \
+                contextlib.redirect_stdout(caught):
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
             writer.add_graph(Root(), tuple(inputs), use_strict_trace=False)
     finally:
         writer.close()
@@ -253,6 +262,7 @@ def cmd_graph(args: argparse.Namespace, resolve_config: Callable[[str], str], qu
         return 1
     if fmt == "tensorboard":
         out_dir = args.out or f"{target.name}-tensorboard"
+        quiet_tf(getattr(args, "verbose_logs", False))  # torch.utils.tensorboard imports TensorFlow when it is there
         results = export_tensorboard(target.executor, out_dir, args.api)
         for method, outcome in results:
             print(f"  {method}: {outcome}")

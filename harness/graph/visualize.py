@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -108,6 +109,11 @@ class ApiEdge:
     def label(self) -> str:
         args = ", ".join(f"{a}: {s}" for a, s in self.inputs.items())
         return f"{self.method}({args}) -> {self.outputs}"
+
+    @property
+    def short_label(self) -> str:
+        """`label` without space bounds (``float32[B,4](-4.8,4.8)`` shows as ``float32[B,4]``)."""
+        return re.sub(r"\]\([^()]*\)", "]", self.label)
 
 
 def _space_text(value: Any) -> str:
@@ -364,7 +370,7 @@ def to_dot(model: GraphModel, edge_labels: bool = True) -> str:
     for edge in model.edges:
         attrs = {"tooltip": _dot_str(edge.label)}
         if edge_labels:
-            attrs["label"] = _dot_str(_wrap(edge.label))
+            attrs["label"] = _dot_str(_wrap(edge.short_label))
         out.append(f"  {_dot_str(edge.source)} -> {_dot_str(edge.target)} ["
                    + ", ".join(f"{k}={v}" for k, v in attrs.items()) + "];")
     out.append("}")

@@ -204,9 +204,10 @@ def worktree(sha: str, repo: str = REPO_ROOT) -> Iterator[str]:
 def bench_env(root: str, base: dict | None = None, quick: bool = False) -> dict:
     """The environment for asv: benchmarks import the packages of the tree at ``root``.
 
-    With ``quick``, ``SPACEGRAPH_BENCH_QUICK=1`` tells benchmarks with a fixed work
-    budget (DQN training in ``agents.py``) to shrink it: asv's ``--quick`` runs a
-    timing once but cannot shorten what a ``track_`` benchmark does.
+    With ``quick``, ``SPACEGRAPH_BENCH_QUICK=1`` tells the benchmarks to shrink what
+    asv's ``--quick`` cannot: asv runs a timing once, but not what a ``track_`` benchmark
+    does (DQN training steps, timing windows), nor the number of parameter combinations,
+    each of which costs a process of its own (`benchmarks.common.quick` and ``grid``).
 
     asv drops ``PYTHONPATH`` and sets the benchmark processes' ``PYTHONPATH`` from
     ``ASV_PYTHONPATH``; ``SPACEGRAPH_BENCH_ROOT`` lets the benchmark package check it.

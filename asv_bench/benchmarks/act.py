@@ -6,11 +6,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from spacegraph.reports.act_throughput import measure, setup_pair  # noqa: E402
 
+from .common import grid, quick  # noqa: E402
+
 
 class ActThroughput:
     """One ``q_values`` call on ``float32[B,84,84,4]`` states (same weights on both sides)."""
 
-    params = (["tf", "torch"], [1, 4, 16, 64])
+    params = (["tf", "torch"], grid([1, 4, 16, 64], [4]))
     param_names = ["backend", "batch"]
     timeout = 300
 
@@ -25,6 +27,6 @@ class ActThroughput:
 
     def track_ratio(self, backend, batch):
         """Framework calls/s over hand-written calls/s (1.0 means no framework overhead)."""
-        return measure(backend, batch_sizes=(batch,), seconds=0.2)[batch]["ratio"]
+        return measure(backend, batch_sizes=(batch,), seconds=0.05 if quick() else 0.2)[batch]["ratio"]
 
     track_ratio.unit = "ratio"

@@ -9,7 +9,7 @@ from harness.execution.executor import GraphExecutor  # noqa: E402
 from spacegraph.reports.graphs import DenseStack, single_component  # noqa: E402
 from harness.spaces import FloatBox  # noqa: E402
 
-from .common import agent_config_path, installed_backends, quick  # noqa: E402
+from .common import agent_config_path, grid, installed_backends, quick  # noqa: E402
 
 SPACES = {"inputs": FloatBox(16, batch_rank=True)}
 GRAPHS = {"single": single_component, "stack40": lambda: DenseStack(blocks=13)}
@@ -18,7 +18,7 @@ GRAPHS = {"single": single_component, "stack40": lambda: DenseStack(blocks=13)}
 class BuildOverhead:
     """Phase times of building a graph (assembly and build overhead exclude backend work)."""
 
-    params = (["tf", "torch"], ["single", "stack40"])
+    params = (["tf", "torch"], grid(["single", "stack40"], ["single"]))
     param_names = ["backend", "graph"]
     timeout = 300
 
@@ -84,7 +84,7 @@ class DQNBuild:
     epsilon-greedy, replay, DQN loss, optimizer, synchronizer; 12+ API methods), after a warm-up build:
     its time, and the peak memory of the process that does it."""
 
-    params = (["tf", "torch"], DQN_CONFIGS)
+    params = (["tf", "torch"], grid(DQN_CONFIGS, DQN_CONFIGS[:1]))
     param_names = ["backend", "config"]
     timeout = 600
     rounds = 1
@@ -111,7 +111,7 @@ class DQNBuildPhases:
     creation. All pairs are built once in ``setup_cache``; a smoke run builds the CartPole config once
     per backend and skips the rest."""
 
-    params = (["tf", "torch"], DQN_CONFIGS)
+    params = (["tf", "torch"], grid(DQN_CONFIGS, DQN_CONFIGS[:1]))
     param_names = ["backend", "config"]
     timeout = 900
 

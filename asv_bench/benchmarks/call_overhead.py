@@ -11,11 +11,13 @@ from spacegraph.reports.call_overhead import by_hand, measure  # noqa: E402
 from spacegraph.reports.graphs import DenseStack  # noqa: E402
 from harness.spaces import FloatBox  # noqa: E402
 
+from .common import grid, quick  # noqa: E402
+
 
 class CallOverhead:
     """One API call of a small and a ~40-component Dense stack, framework vs by hand."""
 
-    params = (["tf", "torch"], [1, 13])
+    params = (["tf", "torch"], grid([1, 13], [1]))
     param_names = ["backend", "blocks"]
     timeout = 300
 
@@ -38,6 +40,6 @@ class CallOverhead:
         self.executor.execute("apply", self.x_np)
 
     def track_framework_over_hand(self, backend, blocks):
-        return measure(backend, blocks=blocks, seconds=0.5)["ratio"]
+        return measure(backend, blocks=blocks, seconds=0.1 if quick() else 0.5)["ratio"]
 
     track_framework_over_hand.unit = "ratio"

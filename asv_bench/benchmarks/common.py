@@ -12,9 +12,21 @@ def quick() -> bool:
     """Whether this is a smoke run: ``SPACEGRAPH_BENCH_QUICK`` set to anything but ``""`` or ``"0"``.
 
     ``run_offline.py --quick`` and the benchmark smoke test (suites/bench) set it;
-    benchmarks with a fixed work budget (training steps) shrink it then.
+    benchmarks with a fixed work budget (training steps, timing windows) shrink it then,
+    and parameter grids shrink to a value or two (`grid`).
     """
     return os.environ.get("SPACEGRAPH_BENCH_QUICK", "") not in ("", "0")
+
+
+def grid(full: list, smoke: list) -> list:
+    """A benchmark parameter's values: ``smoke`` in a smoke run (`quick`), else ``full``.
+
+    asv reads ``params`` when it imports a benchmark module, in processes that inherit
+    ``SPACEGRAPH_BENCH_QUICK`` from ``run_offline.py --quick``; every benchmark runs once
+    per combination of its parameters, in a process of its own (a TensorFlow import
+    alone takes seconds), so a smaller grid is what shortens the quick pass.
+    """
+    return list(smoke) if quick() else list(full)
 
 
 def require_module(name: str) -> None:

@@ -15,10 +15,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from spacegraph.reports import replay_peers as rp  # noqa: E402
 
+from .common import grid, quick  # noqa: E402
+
 CAPACITY = 100_000
 BATCH = 64
 ALPHA, BETA, EPSILON = 0.6, 0.4, 1e-6
-RATIO_SECONDS = 0.25
+RATIO_SECONDS = 0.05 if quick() else 0.25  # per time_us of a ratio
 
 
 def _need_rllib() -> None:
@@ -52,7 +54,7 @@ class RLlibPrioritizedReplay:
 class PrioritizedReplayVsRLlib:
     """Our `PrioritizedReplay` per backend, and its speed relative to RLlib's (RLlib time / ours, >1: ours faster)."""
 
-    params = ["tf", "torch"]
+    params = grid(["tf", "torch"], ["torch"])  # quick pass: torch (the test suite's smoke run takes tf)
     param_names = ["backend"]
     timeout = 300
 

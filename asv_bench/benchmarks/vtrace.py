@@ -9,6 +9,8 @@ import numpy as np  # noqa: E402
 from harness.execution.executor import GraphExecutor  # noqa: E402
 from reference_agents.components.losses import VTrace  # noqa: E402
 
+from .common import grid  # noqa: E402
+
 ARGS = ("log_rhos", "discounts", "rewards", "values", "bootstrap_value")
 
 
@@ -27,7 +29,7 @@ def _rollout(time: int, batch: int) -> dict[str, np.ndarray]:
 class VTraceCall:
     """One ``VTrace.vtrace`` call through the compiled API function (tensors in, tensors out)."""
 
-    params = (["tf", "torch"], ["20x32", "100x256"])
+    params = (["tf", "torch"], grid(["20x32", "100x256"], ["20x32"]))
     param_names = ["backend", "shape"]
     timeout = 300
 

@@ -36,6 +36,26 @@ def _benchmark_classes():
                 yield pytest.param(cls, id=f"{path.stem}.{name}")
 
 
+def test_no_imported_function_looks_like_a_benchmark():
+    # asv takes every module-level function named time_*/track_*/... for a benchmark: an imported helper
+    # such as `time_contenders` would fail `asv check` (wrong number of arguments).
+    for path in _modules():
+        module = _load(path)
+        imported = [name for name, fn in inspect.getmembers(module, inspect.isfunction)
+                    if name.startswith(PREFIXES) and fn.__module__ != module.__name__]
+        assert not imported, f"{path.name} imports {imported}: import the module and call them through it"
+
+
+def test_quick_grids_keep_every_backend_and_shrink(monkeypatch):
+    common = _load(BENCH_DIR / "common.py")
+    monkeypatch.delenv("SPACEGRAPH_BENCH_QUICK", raising=False)
+    assert common.grid([1, 2, 4], [2]) == [1, 2, 4]
+    monkeypatch.setenv("SPACEGRAPH_BENCH_QUICK", "1")
+    assert common.grid([1, 2, 4], [2]) == [2]
+    monkeypatch.setenv("SPACEGRAPH_BENCH_QUICK", "0")
+    assert common.grid([1, 2, 4], [2]) == [1, 2, 4]
+
+
 def test_benchmark_folder_is_not_empty():
     assert _modules(), f"no benchmark modules in {BENCH_DIR}"
 

@@ -371,6 +371,28 @@ def measure(capacity: int = 100_000, num_envs: int = 4, steps: int = 1000, inser
     return result
 
 
+def redo_subprocesses(result: dict[str, Any], full: bool, full_fill: int, backends: tuple[str, ...],
+                      build_runs: int) -> dict[str, Any]:
+    """``result`` with its subprocess sections measured again (the rollout re-made from its config)."""
+    cfg = result["config"]
+    load0, t0 = os.getloadavg(), time.perf_counter()
+    if full:
+        records = pong_rollout(cfg["num_envs"], cfg["steps"])
+        result["full_process"] = full_process(records, backends, full_fill, cfg.get("full_updates") or 8)
+        cfg.update(full_fill=full_fill, full_updates=cfg.get("full_updates") or 8)
+    if build_runs:
+        result["build"] = build_times(backends, build_runs)
+        cfg["build_runs"] = build_runs
+    cfg["backends"] = list(backends)
+    env = environment(load0, time.perf_counter() - t0)
+    result["environment"]["subprocess_sections"] = {
+        "redone": [s for s, on in (("full_process", full), ("build", bool(build_runs))) if on],
+        "date": env["date"], "git_revision": env["git_revision"], "load_average_before": env["load_average_before"],
+        "load_average_after": env["load_average_after"], "measurement_seconds": env["measurement_seconds"]}
+    result["verdicts"] = verdicts(result)
+    return result
+
+
 def ratios(result: dict[str, Any]) -> dict[str, float | None]:
     """Ours / RLlib (compressed) per operation, on CPU-time medians: above 1 means ours is faster."""
     c = result["contenders"]
@@ -541,8 +563,10 @@ def markdown(result: dict[str, Any]) -> str:
             f"`build_agent('dqn_pong', backend=...)` (host frame replay, 1M capacity; `memory.compression` set), "
             f"the replay filled with {cfg['full_fill']:,} transitions recycled from the rollout above (batched "
             f"`HostFrameReplay.add` of 1,024), then {cfg['full_updates']} `agent.update()` calls (sample 32, "
-            "learn, write priorities). Peak RSS is `resource.getrusage(RUSAGE_SELF).ru_maxrss`; replay bytes "
-            "`HostFrameReplay.nbytes()`. The target: peak <= replay bytes + 1.5 GB.",
+            "learn, write priorities). Peak RSS is the child's `VmHWM` (`/proc/self/status`: the high-water mark "
+            "of its own resident memory), not `ru_maxrss`, which Linux carries over from the parent that spawned "
+            "the child (this report's process, holding several GB of stores) and so read the parent's size; "
+            "replay bytes `HostFrameReplay.nbytes()`. The target: peak <= replay bytes + 1.5 GB.",
             "",
             full_table(result),
             "",
@@ -583,6 +607,12 @@ def markdown(result: dict[str, Any]) -> str:
         f"TensorFlow {env.get('tensorflow')}, PyTorch {env.get('torch')}",
         f"- load average (1, 5, 15 min) before: {env['load_average_before']}, after: "
         f"{env['load_average_after']} (the machine is shared); the run took {env['measurement_seconds']} s",
+        *([f"- the subprocess sections ({', '.join(env['subprocess_sections']['redone'])}) were measured again on "
+           f"{env['subprocess_sections']['date']} at `{env['subprocess_sections']['git_revision']}` (load "
+           f"{env['subprocess_sections']['load_average_before']} before, "
+           f"{env['subprocess_sections']['load_average_after']} after, "
+           f"{env['subprocess_sections']['measurement_seconds']} s) with `--redo-subprocesses`"]
+          if env.get("subprocess_sections") else []),
         f"- raw numbers: `reports/{STEM}.json`",
         "",
         "## Reproduce",
@@ -661,9 +691,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--build-runs", type=int, default=0)
     parser.add_argument("--out-dir", default=str(REPORT_DIR))
     parser.add_argument("--from-json", help="rewrite the report from a result JSON instead of measuring")
+    parser.add_argument("--redo-subprocesses", metavar="JSON",
+                        help="keep this result's in-process part and measure again only the sections asked for "
+                             "(--full-process, --build-runs), on the same rollout (same envs, steps and seed)")
     args = parser.parse_args(argv)
     if args.from_json:
         result = json.loads(Path(args.from_json).read_text())
+    elif args.redo_subprocesses:
+        result = redo_subprocesses(json.loads(Path(args.redo_subprocesses).read_text()), args.full_process,
+                                   args.full_fill, tuple(args.backends.split(",")), args.build_runs)
     else:
         result = measure(args.capacity, args.num_envs, args.steps, seconds=args.seconds, rounds=args.rounds,
                          rllib=not args.no_rllib, rllib_uncompressed=args.rllib_uncompressed,

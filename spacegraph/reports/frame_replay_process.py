@@ -7,8 +7,8 @@ one JSON line:
   with ``memory.compression: lz4``), fills the replay with ``fill`` transitions recycled from a rollout of
   real Pong records (an ``.npz`` the parent wrote; batched ``HostFrameReplay.add``, as the agent's staged
   inserts are), samples and runs ``updates`` learning steps (``agent.update()``: sample, learn, write
-  priorities), then reports the replay's bytes, ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` and the
-  times;
+  priorities), then reports the replay's bytes, its peak resident memory (``VmHWM``; ``ru_maxrss`` beside
+  it, which Linux carries over from the parent that spawned it) and the times;
 * ``build``: imports the backend and `reference_agents.agents` untimed, then times ``build_agent(config)``
   alone (wall clock and process CPU time).
 
@@ -35,7 +35,20 @@ def _rss_bytes() -> int:
 
 
 def _peak_rss_bytes() -> int:
-    """``ru_maxrss`` of this process in bytes (Linux reports KiB)."""
+    """The peak resident set of this process's own memory since it started: ``VmHWM`` of ``/proc/self/status``.
+
+    Not ``ru_maxrss``: Linux keeps that across ``fork`` and ``exec``, so a child spawned by a parent
+    holding G bytes reports at least G (the report's parent holds its stores and RLlib's).
+    """
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return _maxrss_bytes()
+
+
+def _maxrss_bytes() -> int:
+    """``resource.getrusage(RUSAGE_SELF).ru_maxrss`` in bytes (Linux reports KiB; inherited across exec)."""
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
@@ -87,6 +100,7 @@ def peak(config: str, backend: str, compression: str | None, records_path: str, 
             "build_s": round(build_s, 3), "fill_s": round(fill_s, 1), "fill_cpu_s": round(fill_cpu, 1),
             "update_s": round(update_s, 2), "rss_start": rss_start, "rss_built": rss_built,
             "rss_filled": rss_filled, "rss_end": _rss_bytes(), "peak_rss": _peak_rss_bytes(),
+            "ru_maxrss": _maxrss_bytes(),
             "load_average_end": [round(x, 2) for x in os.getloadavg()]}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 import time
@@ -156,11 +157,12 @@ def test_run_without_rllib_skips_its_column_cleanly(monkeypatch):
 
 
 def test_asv_rllib_benchmark_skips_without_rllib(monkeypatch):
-    # the checkout's benchmark file (st.REPO is where the installed package lives, e.g. site-packages)
-    path = Path(__file__).resolve().parents[2] / "asv_bench" / "benchmarks" / "sampling.py"
-    spec = importlib.util.spec_from_file_location("asv_bench_sampling_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # the checkout's benchmark file (st.REPO is where the installed package lives, e.g. site-packages), imported
+    # as asv imports it: ``benchmarks.sampling`` (its ``from .common import ...`` needs the package)
+    bench_root = str(Path(__file__).resolve().parents[2] / "asv_bench")
+    if bench_root not in sys.path:
+        sys.path.insert(0, bench_root)
+    module = importlib.import_module("benchmarks.sampling")
     monkeypatch.setattr(sampling_contenders, "rllib_available", lambda: "ray[rllib] is not installed (test)")
     with pytest.raises(NotImplementedError, match="not installed"):
         module.PongSamplingVsRLlib().setup("torch", 1)

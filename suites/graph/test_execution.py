@@ -317,3 +317,39 @@ def test_execute_errors_name_method_and_argument(backend):
         ex.execute("apply", OBS)
     with pytest.raises(ExecutionError, match=r"apply has no input 'm'"):
         ex.execute("apply", OBS, m=np.array([1, 2]))
+
+
+def test_compile_on_first_call_gives_the_eager_build_results(backend):
+    import threading
+
+    lazy, eager = build(backend, compile="first_call"), build(backend)
+    assert all(getattr(a.fn, "pending", False) for a in lazy.apis.values())     # nothing compiled at build
+    assert not any(getattr(a.fn, "pending", False) for a in eager.apis.values())
+    assert lazy.api_table() == eager.api_table()
+
+    results, errors = [], []
+
+    def call():
+        try:
+            results.append(lazy.execute("apply", X))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]          # the first calls race for the compile
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    expected = eager.execute("apply", X)
+    for out in results:
+        np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
+    assert not getattr(lazy.apis["apply"].fn, "pending", False)                    # compiled once, in place
+    assert getattr(lazy.apis["apply_and_argmax"].fn, "pending", False)             # the other is still pending
+    fn = lazy.api_function("apply_and_argmax")                                     # asking for it compiles it
+    assert not getattr(fn, "pending", False) and not getattr(lazy.apis["apply_and_argmax"].fn, "pending", False)
+
+
+def test_unknown_compile_mode_is_refused():
+    with pytest.raises(ValueError, match="compile must be one of"):
+        GraphExecutor(Net(), {"x": B3}, backend="torch", compile="never")

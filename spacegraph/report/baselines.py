@@ -28,6 +28,15 @@ from harness.measure.figures import Baseline
 
 #: The checkout's baseline folder (a report run outside a checkout passes ``--baselines DIR``).
 BASELINE_DIR = Path(__file__).resolve().parents[2] / "reports" / "baselines"
+
+
+def default_dir() -> Path | None:
+    """The checkout's `BASELINE_DIR`, else ``reports/baselines`` under the current directory (an installed
+    package run from a clone, as tox does), else None."""
+    for folder in (BASELINE_DIR, Path.cwd() / "reports" / "baselines"):
+        if folder.is_dir():
+            return folder
+    return None
 _REQUIRED = ("scenario", "label", "where", "hardware", "measured", "points")
 
 

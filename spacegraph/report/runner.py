@@ -49,6 +49,7 @@ class Report:
     quick: bool
     seeds: int
     peers_note: str | None
+    baselines_note: str | None = None
 
 
 def versions() -> dict[str, str | None]:
@@ -119,7 +120,8 @@ def run(scenarios: Sequence[Scenario], quick: bool = False, seeds: int = 2, peer
     """
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"report: seeds must be a positive int; got {seeds!r}")
-    published = baselines_module.load(baseline_dir or baselines_module.BASELINE_DIR)
+    folder = Path(baseline_dir) if baseline_dir else baselines_module.default_dir()
+    published = baselines_module.load(folder) if folder else {}
     configure_threads(threads)
     peers_note = None
     if peers:
@@ -168,7 +170,9 @@ def run(scenarios: Sequence[Scenario], quick: bool = False, seeds: int = 2, peer
                   versions=libs, started=started, seconds=seconds, load_before=load_before, load_after=load_after,
                   max_load=max_load, load_warning=host.load_warning([load_before[0], load_after[0], max_load],
                                                                     machine["cores"]),
-                  quick=quick, seeds=seeds, peers_note=peers_note)
+                  quick=quick, seeds=seeds, peers_note=peers_note,
+                  baselines_note=None if published else "no published baselines found (reports/baselines of a clone, "
+                                                        "or --baselines DIR)")
 
 
 #: Scenarios with a same-run peer (RLlib); the others' peers are hand-written code or none.

@@ -35,7 +35,8 @@ def summary_items(report: Report) -> list[tuple[str, str]]:
                                            f"{' / '.join(f'{x:.2f}' for x in report.load_after)}, highest 1-min "
                                            f"seen {report.max_load:.2f}"),
              ("versions", ", ".join(f"{k} {v}" for k, v in report.versions.items() if v)),
-             ("peers (RLlib)", report.peers_note or "measured in this run")]
+             ("peers (RLlib)", report.peers_note or "measured in this run"),
+             ("published baselines", report.baselines_note or "reports/baselines (other hardware)")]
     return items
 
 

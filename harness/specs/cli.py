@@ -161,18 +161,22 @@ def spec_packages(spec_root: str) -> list[str]:
 
 
 def default_spec_root(package: str) -> Path | None:
-    """The ``specs`` folder beside ``package``'s source folder (a checkout's), or None when there is none."""
+    """The ``specs`` folder beside ``package``'s source folder (a checkout's); else, for a package installed
+    from a checkout (site-packages carries no specs), ``./specs`` when it holds ``components/``; else None.
+    The command prints which folder it read."""
     import importlib.util
 
     try:
         found = importlib.util.find_spec(package)
     except (ImportError, ValueError):
-        return None
+        found = None
     origin = found.origin if found is not None else None
-    if not origin:
-        return None
-    candidate = Path(origin).resolve().parent.parent / "specs"
-    return candidate if candidate.is_dir() else None
+    if origin:
+        candidate = Path(origin).resolve().parent.parent / "specs"
+        if candidate.is_dir():
+            return candidate
+    here = Path("specs")
+    return here.resolve() if (here / "components").is_dir() else None
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
@@ -267,7 +271,7 @@ def add_spec_parser(subparsers: Any, default_package: str | None = None) -> argp
     coverage_p = sub.add_parser("coverage", help="list component and agent classes no spec names; exit 1 if any",
                                 description="List the component and agent classes of a package that no spec file "
                                             "names. Without PATH the specs folder beside the package's source "
-                                            "(a checkout's) is used; with PATH and no --package, the packages the "
+                                            "(a checkout's) is used, else ./specs; with PATH and no --package, the packages the "
                                             "spec files name are covered.")
     coverage_p.add_argument("path", nargs="?", metavar="PATH", help="the folder holding components/ (and agents/)")
     coverage_p.add_argument("--package", default=None,

@@ -40,8 +40,9 @@ def default_dir() -> Path | None:
 _REQUIRED = ("scenario", "label", "where", "hardware", "measured", "points")
 
 
-def load(folder: str | Path = BASELINE_DIR) -> dict[str, list[Baseline]]:
-    """``{scenario: [Baseline, ...]}`` from every ``*.yaml`` in ``folder`` ({} when it does not exist).
+def load(folder: str | Path | None = None) -> dict[str, list[Baseline]]:
+    """``{scenario: [Baseline, ...]}`` from every ``*.yaml`` in ``folder`` (default: `default_dir`; {} when
+    there is none or it does not exist).
 
     Entries with ``plot: false`` get the panel name ``"(table only)"``, which no plot draws.
 
@@ -49,8 +50,8 @@ def load(folder: str | Path = BASELINE_DIR) -> dict[str, list[Baseline]]:
         ValueError: naming the file and entry when a field is missing or a point has no ``y``.
     """
     out: dict[str, list[Baseline]] = {}
-    folder = Path(folder)
-    if not folder.is_dir():
+    folder = default_dir() if folder is None else Path(folder)
+    if folder is None or not folder.is_dir():
         return out
     for path in sorted(folder.glob("*.yaml")):
         doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}

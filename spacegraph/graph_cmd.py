@@ -105,7 +105,7 @@ def _model(target: _Target) -> Any:
         return GraphModel.from_exception(target.error, title=f"{target.name} (build failed)")
     executor = target.executor
     tower_of = getattr(executor.strategy, "tower_of", None)  # the multi-device strategies' hook
-    return GraphModel.from_assembly(executor._assembly, title=f"{target.name}: {type(executor.root).__name__} "
+    return GraphModel.from_assembly(executor.assembly, title=f"{target.name}: {type(executor.root).__name__} "
                                     f"on {executor.backend_name}", tower_of=tower_of)
 
 
@@ -218,7 +218,7 @@ def export_tensorboard(executor: Any, out_dir: str, methods: list[str] | None = 
     memory may change; the command exits afterwards). Returns ``(method, outcome)`` pairs: the
     directory written, or why a method was left out.
     """
-    assembly = executor._assembly
+    assembly = executor.assembly
     out = []
     for name, api in executor.apis.items():
         if methods and name not in methods:

@@ -12,11 +12,12 @@ import optree
 from harness.backends import get_backend
 from harness.execution.strategies import DeviceStrategy
 from harness.execution import serialization
-from harness.graph.assembly import assemble
+from harness.graph.assembly import Assembly, assemble
 from harness.graph.build import Builder, BuildProfile, BuiltApi, BuiltGraph
 from harness.graph.chain import build_chain
 from harness.graph.component import Component
 from harness.graph.errors import BuildError, ExecutionError, SpacegraphError, UnknownApiError
+from harness.graph.partial import attach
 from harness.spaces import Space
 
 
@@ -102,7 +103,11 @@ class GraphExecutor:
 
     # ---- build -----------------------------------------------------------------------
     def build(self) -> BuildProfile:
-        """Runs assembly and the build; returns the profile of where the time went."""
+        """Runs assembly and the build; returns the profile of where the time went.
+
+        An exception from either phase is raised as it is, with the graph as far as it got on it
+        (``exc.partial_build``, a `harness.graph.partial.PartialBuild`).
+        """
         if self.graph is not None:
             raise RuntimeError(f"{self.root.global_scope}: the executor is built already")
         root = self.strategy.expand(self.root)
@@ -121,21 +126,25 @@ class GraphExecutor:
         start = time.perf_counter()
         builder = Builder(assembly, self.backend)
         builder.profile = profile
-        builder.assign_root_spaces(self.input_spaces)
-        components = builder.run()
-        builder.restore_initial_values()
-        apis: dict[str, BuiltApi] = {}
-        self._gradients: dict[str, bool] = {}
-        for name, trace in assembly.traces.items():
-            chain, source = build_chain(trace, builder.step_fns)
-            arg_spaces = {a: r.space for a, r in trace.args.items()}
-            out_space = optree.tree_map(lambda r: r.space, trace.outputs) if trace.outputs is not None else None
-            self._gradients[name] = any(step.spec.gradients for step in trace.steps)
-            apis[name] = BuiltApi(name, arg_spaces, trace.constants, out_space, chain, None, source)
-            if self.compile_mode == "build":
-                apis[name].fn = self._compile(root, apis[name], profile)
-            else:
-                apis[name].fn = self._first_call(apis[name])
+        try:
+            builder.assign_root_spaces(self.input_spaces)
+            components = builder.run()
+            builder.restore_initial_values()
+            apis: dict[str, BuiltApi] = {}
+            self._gradients: dict[str, bool] = {}
+            for name, trace in assembly.traces.items():
+                chain, source = build_chain(trace, builder.step_fns)
+                arg_spaces = {a: r.space for a, r in trace.args.items()}
+                out_space = optree.tree_map(lambda r: r.space, trace.outputs) if trace.outputs is not None else None
+                self._gradients[name] = any(step.spec.gradients for step in trace.steps)
+                apis[name] = BuiltApi(name, arg_spaces, trace.constants, out_space, chain, None, source)
+                if self.compile_mode == "build":
+                    apis[name].fn = self._compile(root, apis[name], profile)
+                else:
+                    apis[name].fn = self._first_call(apis[name])
+        except Exception as exc:  # the build as far as it got rides on the error (harness/graph/partial.py)
+            attach(exc, builder.partial())
+            raise
         profile.build_total = time.perf_counter() - start
         profile.variables = len(root.all_variables())
         self.root = root
@@ -258,6 +267,13 @@ class GraphExecutor:
         if method not in self._built().apis:
             raise UnknownApiError(f"no built API method {method!r}; registered: {sorted(self._built().apis)}")
         return self._compiled(method)
+
+    @property
+    def assembly(self) -> Assembly:
+        """The assembly of the built graph: the traces of the root API methods, their calls and steps
+        with the spaces the build gave them (read-only; raises RuntimeError before the build)."""
+        self._built()
+        return self._assembly
 
     @property
     def profile(self) -> BuildProfile:

@@ -7,8 +7,10 @@ from harness.graph.decorators import api, forward, graph_fn
 from harness.graph.errors import (
     AssemblyError, BuildError, ExecutionError, SpaceMismatchError, SpacegraphError, UnknownApiError,
 )
+from harness.graph.partial import PartialBuild
 
 __all__ = [
     "Component", "api", "forward", "graph_fn", "assemble", "Assembly", "BuildProfile", "BuiltApi", "BuiltGraph",
     "SpacegraphError", "AssemblyError", "BuildError", "SpaceMismatchError", "UnknownApiError", "ExecutionError",
+    "PartialBuild",
 ]

@@ -11,6 +11,7 @@ import optree
 from harness.graph.component import Component
 from harness.graph.decorators import CURRENT_ASSEMBLER, ApiSpec, GraphFnSpec
 from harness.graph.errors import AssemblyError
+from harness.graph.partial import PartialBuild, attach, spaces_so_far
 from harness.graph.records import ApiCall, GraphFnCall, Record
 
 
@@ -59,13 +60,45 @@ class Assembly:
 
 
 class Assembler:
-    """Traces root API methods; API and graph-function wrappers report to it."""
+    """Traces root API methods; API and graph-function wrappers report to it.
+
+    While it works it knows what it has recorded (`traces`) and where it is (`current`); an
+    exception escaping `assemble` gets a `PartialBuild` (``exc.partial_build``, see
+    `harness.graph.partial`) naming the component whose API method or graph function was being
+    traced when it was raised.
+    """
 
     def __init__(self, root: Component) -> None:
         self.root = root
         self._members = {id(c) for c in root.walk()}
         self._stack: list[tuple[Component, str]] = []
         self._trace: ApiTrace | None = None
+        self._traces: dict[str, ApiTrace] = {}
+        # the innermost call an exception passed through: (exception, component, what it was doing)
+        self._failure: tuple[BaseException, Component, str] | None = None
+
+    @property
+    def traces(self) -> dict[str, ApiTrace]:
+        """The root API methods traced so far, the one being traced included (its calls and steps so far)."""
+        return dict(self._traces)
+
+    @property
+    def current(self) -> tuple[Component, str] | None:
+        """The component and API method being traced now (None outside a root API call)."""
+        return self._stack[-1] if self._stack else None
+
+    def partial(self, exc: BaseException | None = None) -> PartialBuild:
+        """The assembly as far as it got; the failing component is the innermost one ``exc`` passed
+        through (the root when it was raised outside any component's API method)."""
+        failed, task = self.root, None
+        if exc is not None and self._failure is not None and self._failure[0] is exc:
+            _, failed, task = self._failure
+        return PartialBuild(self.root, Assembly(self.root, self.traces), "assembly", spaces_so_far(self.root),
+                            failed, [], task)
+
+    def _note_failure(self, exc: BaseException, component: Component, task: str) -> None:
+        if self._failure is None or self._failure[0] is not exc:  # the innermost call sees it first
+            self._failure = (exc, component, task)
 
     def assemble(self, methods: list[str] | None = None, fixed: dict[str, Any] | None = None) -> Assembly:
         """Traces the named root API methods (default: all of them).
@@ -84,10 +117,16 @@ class Assembler:
             raise AssemblyError(
                 f"{type(self.root).__name__} has no API method(s) {unknown}; registered: {sorted(specs)}"
             )
-        traces = {}
-        for name in names:
-            traces[name] = self._trace_root(specs[name], fixed or {})
-        return Assembly(self.root, traces)
+        self._traces, self._failure = {}, None
+        try:
+            for name in names:
+                self._trace_root(specs[name], fixed or {})
+        except Exception as exc:
+            attach(exc, self.partial(exc))
+            raise
+        finally:
+            self._failure = None  # no reference cycle through the exception's traceback
+        return Assembly(self.root, self.traces)
 
     def _trace_root(self, spec: ApiSpec, fixed: dict[str, Any]) -> ApiTrace:
         args, constants = {}, {}
@@ -98,6 +137,7 @@ class Assembler:
                 args[arg] = Record(f"{spec.name}({arg})")
         trace = ApiTrace(spec.name, spec.arg_names, args, constants)
         self._trace = trace
+        self._traces[spec.name] = trace
         token = CURRENT_ASSEMBLER.set(self)
         try:
             call_args = [args[a] if a in args else constants[a] for a in spec.arg_names]
@@ -130,34 +170,45 @@ class Assembler:
         trace = self._trace
         assert trace is not None
         caller = self._stack[-1][0] if self._stack else None
-        if id(component) not in self._members:
-            raise AssemblyError(
-                f"{caller.global_scope if caller else 'the root'} calls {type(component).__name__}"
-                f"({component.scope!r}).{spec.name}, which is not a sub-component of the root "
-                f"{self.root.global_scope!r}; add it with add_components()"
-            )
-        bound = self._bind(component, spec, args, kwargs, "API method")
-        call = ApiCall(component, spec.name, bound, caller=caller)
-        trace.calls.append(call)
-        self._stack.append((component, spec.name))
         try:
-            outputs = spec.fn(component, *bound.values())
-        finally:
-            self._stack.pop()
-        for leaf in _leaves(outputs):
-            if not isinstance(leaf, Record):
+            if id(component) not in self._members:
                 raise AssemblyError(
-                    f"API method {component.global_scope}.{spec.name} returned {type(leaf).__name__} {leaf!r}; "
-                    f"API methods return what their graph functions and sub-components' API methods returned"
+                    f"{caller.global_scope if caller else 'the root'} calls {type(component).__name__}"
+                    f"({component.scope!r}).{spec.name}, which is not a sub-component of the root "
+                    f"{self.root.global_scope!r}; add it with add_components()"
                 )
+            bound = self._bind(component, spec, args, kwargs, "API method")
+            call = ApiCall(component, spec.name, bound, caller=caller)
+            trace.calls.append(call)
+            self._stack.append((component, spec.name))
+            try:
+                outputs = spec.fn(component, *bound.values())
+            finally:
+                self._stack.pop()
+            for leaf in _leaves(outputs):
+                if not isinstance(leaf, Record):
+                    raise AssemblyError(
+                        f"API method {component.global_scope}.{spec.name} returned {type(leaf).__name__} {leaf!r}; "
+                        f"API methods return what their graph functions and sub-components' API methods returned"
+                    )
+        except Exception as exc:
+            self._note_failure(exc, component, f"API method {component.global_scope}.{spec.name}")
+            raise
         call.outputs = outputs
         return outputs
 
     def call_graph_fn(self, component: Component, spec: GraphFnSpec, args: tuple, kwargs: dict) -> Any:
         """Records one graph-function call and returns records for its outputs."""
+        try:
+            return self._record_graph_fn(component, spec, args, kwargs)
+        except Exception as exc:
+            self._note_failure(exc, component, f"graph function {component.global_scope}.{spec.name}")
+            raise
+
+    def _record_graph_fn(self, component: Component, spec: GraphFnSpec, args: tuple, kwargs: dict) -> Any:
         owner = self._stack[-1] if self._stack else None
         if owner is None or owner[0] is not component:
-            via = sys._getframe(2).f_code.co_name
+            via = sys._getframe(3).f_code.co_name
             caller = f"{owner[0].global_scope}.{owner[1]}" if owner else "code outside any API method"
             raise AssemblyError(
                 f"{caller} calls graph function {type(component).__name__}({component.global_scope!r})."

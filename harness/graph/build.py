@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import optree
@@ -12,6 +13,7 @@ import optree
 from harness.graph.assembly import Assembly
 from harness.graph.component import Component
 from harness.graph.errors import BuildError, SpaceMismatchError, SpacegraphError
+from harness.graph.partial import PartialBuild, attach, spaces_so_far
 from harness.graph.records import GraphFnCall, Record
 from harness.graph.steps import make_step
 from harness.spaces import BoolBox, Dict, FloatBox, IntBox, Space, Tuple, parse
@@ -95,10 +97,19 @@ def _records_in(structure: Any) -> list[Record]:
 
 
 class Builder:
-    """Runs phase 3 for one assembly on one backend."""
+    """Runs phase 3 for one assembly on one backend.
+
+    While it works, `current` is the component it is working on (its input spaces, its
+    ``check_input_spaces``/``create_variables``, or one of its graph functions on sample inputs)
+    and `current_task` says which; both stay set when that work raises. An exception escaping
+    `assign_root_spaces` or `run` gets ``exc.partial_build`` (see `partial` and
+    `harness.graph.partial`), the exception itself unchanged.
+    """
 
     def __init__(self, assembly: Assembly, backend: Any) -> None:
         self.assembly = assembly
+        self.current: Component | None = None
+        self.current_task: str | None = None
         self.backend = backend
         self.profile = BuildProfile()
         self.rng = np.random.default_rng(backend.seed)
@@ -113,8 +124,46 @@ class Builder:
             for call in trace.calls:
                 self.calls.setdefault(id(call.component), []).append(call)
 
+    # ---- what it is working on ---------------------------------------------------------
+    @contextlib.contextmanager
+    def _working_on(self, comp: Component, task: str) -> Iterator[None]:
+        """Sets `current` for the block; an exception leaves it set (the failing component)."""
+        self.current, self.current_task = comp, task
+        yield
+        self.current = self.current_task = None
+
+    def partial(self) -> PartialBuild:
+        """The build as far as it got: the failing component is `current`; with none, a stuck
+        build's components that still lack input spaces are ``stuck``, and when there are none
+        (the components were all built: a later step failed, such as compiling) the root failed."""
+        assembly, failed, stuck = self.assembly, self.current, []
+        if failed is None:
+            for comp in assembly.components():
+                if comp.input_spaces is None:
+                    try:
+                        _, missing = self.component_spaces(comp)
+                    except Exception:  # noqa: BLE001 - a space mismatch: then it is this one
+                        missing = [None]
+                    if missing:
+                        stuck.append(comp)
+            if not stuck:
+                failed = assembly.root
+        return PartialBuild(assembly.root, assembly, "build", spaces_so_far(assembly.root), failed, stuck,
+                            self.current_task if failed is self.current else None)
+
+    def _attach_partial(self, exc: BaseException) -> None:
+        attach(exc, self.partial())
+
     # ---- input spaces of the root API ------------------------------------------------
     def assign_root_spaces(self, input_spaces: dict[str, Any]) -> None:
+        """Gives the root API's argument records their spaces (``{argument: space or space text}``)."""
+        try:
+            self._assign_root_spaces(input_spaces)
+        except Exception as exc:
+            self._attach_partial(exc)
+            raise
+
+    def _assign_root_spaces(self, input_spaces: dict[str, Any]) -> None:
         known = {a for t in self.assembly.traces.values() for a in t.args}
         unknown = sorted(set(input_spaces) - known - {a for t in self.assembly.traces.values() for a in t.constants})
         if unknown:
@@ -165,6 +214,10 @@ class Builder:
         return spaces, missing
 
     def build_component(self, comp: Component, spaces: dict[str, Space]) -> None:
+        with self._working_on(comp, "check_input_spaces/create_variables"):
+            self._build_component(comp, spaces)
+
+    def _build_component(self, comp: Component, spaces: dict[str, Space]) -> None:
         comp.input_spaces = spaces
         comp.backend = self.backend
         try:
@@ -197,6 +250,10 @@ class Builder:
         return optree.tree_map(one, structure, none_is_leaf=True)
 
     def run_step(self, step: GraphFnCall) -> None:
+        with self._working_on(step.component, f"graph function {step.where}"):
+            self._run_step(step)
+
+    def _run_step(self, step: GraphFnCall) -> None:
         arg_spaces = [_space_of(a) for a in step.args]
         fn = make_step(step, self.backend, arg_spaces)
         self.step_fns[id(step)] = fn
@@ -294,6 +351,14 @@ class Builder:
 
     # ---- the loop ------------------------------------------------------------------------------
     def run(self) -> list[Component]:
+        """Builds every component and runs every step on samples; returns the components built."""
+        try:
+            return self._run()
+        except Exception as exc:
+            self._attach_partial(exc)
+            raise
+
+    def _run(self) -> list[Component]:
         comps = self.assembly.components()
         pending_comps = list(comps)
         self._used = {id(c) for c in comps}
@@ -303,7 +368,8 @@ class Builder:
         while pending or pending_comps:
             progress = False
             for comp in list(pending_comps):
-                spaces, missing = self.component_spaces(comp)
+                with self._working_on(comp, "input spaces"):
+                    spaces, missing = self.component_spaces(comp)
                 deps = self._dependencies(comp)
                 if missing or any(id(d) not in built for d in deps):
                     continue

@@ -23,12 +23,12 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from harness.graph.assembly import ApiTrace, Assembler, Assembly
-from harness.graph.build import Builder
+from harness.graph.assembly import Assembly
 from harness.graph.component import Component
-from harness.graph.records import GraphFnCall, Record
+from harness.graph.partial import ATTRIBUTE, PartialBuild, exception_chain
+from harness.graph.records import Record
 
 #: The id of the pseudo-node root API calls come from.
 API_NODE = "API"
@@ -213,19 +213,24 @@ class GraphModel:
         return cls.from_assembly(Assembly(root, {}), title, error, failed)
 
     @classmethod
+    def from_partial_build(cls, partial: PartialBuild, title: str | None = None,
+                           error: str | None = None) -> "GraphModel":
+        """The graph of a `PartialBuild`: its failing component (or a stuck build's components) red."""
+        return cls.from_assembly(partial.assembly, title, error, partial.failed, partial.stuck)
+
+    @classmethod
     def from_exception(cls, exc: BaseException, title: str | None = None) -> "GraphModel | None":
         """The graph as far as a failed assembly or build got, the failing component marked.
 
-        Reads the traceback of ``exc`` (and of the exceptions it was raised from or during):
-        the `Builder` or `Assembler` on it gives the assembly and the spaces set so far; the
-        innermost of their frames that was handed a component (or a graph-function step) names
-        the failing component; a build stuck for lack of spaces marks the components still
-        missing input spaces. None when no assembly or build is on the traceback.
+        Reads the `PartialBuild` the assembly or build put on the error (``exc.partial_build``, see
+        `harness.graph.partial`), on ``exc`` or on the first exception of its cause/context chain
+        that has one (an agent config's error wrapping the build error); the banner shows that
+        exception. None when no exception of the chain carries one.
         """
-        for err in _exception_chain(exc):
-            model = _post_mortem(err, title)
-            if model is not None:
-                return model
+        for err in exception_chain(exc):
+            partial = getattr(err, ATTRIBUTE, None)
+            if isinstance(partial, PartialBuild):
+                return cls.from_partial_build(partial, title, f"{type(err).__name__}: {err}")
         return None
 
     # ---- queries --------------------------------------------------------------------------------
@@ -243,68 +248,6 @@ class GraphModel:
     def children(self, path: str) -> list[ComponentNode]:
         """The direct sub-components of ``path``."""
         return [c for c in self.components.values() if c.parent == path]
-
-
-def _exception_chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    todo = [exc]
-    while todo:
-        err = todo.pop(0)
-        if err is None or id(err) in seen:
-            continue
-        seen.add(id(err))
-        yield err
-        todo.extend([err.__cause__, err.__context__])  # type: ignore[list-item]
-
-
-def _post_mortem(exc: BaseException, title: str | None) -> GraphModel | None:
-    frames = []
-    tb = exc.__traceback__
-    while tb is not None:
-        frames.append(tb.tb_frame)
-        tb = tb.tb_next
-    builder = assembler = None
-    traces: dict[str, ApiTrace] = {}
-    failed: Component | None = None
-    for frame in reversed(frames):  # innermost first
-        values = list(frame.f_locals.values())
-        for value in values + [v for d in values if isinstance(d, dict) for v in d.values()]:
-            if isinstance(value, Builder) and builder is None:
-                builder = value
-            elif isinstance(value, Assembler) and assembler is None:
-                assembler = value
-            elif isinstance(value, ApiTrace):
-                traces.setdefault(value.name, value)
-        owner = frame.f_locals.get("self")
-        if failed is None and isinstance(owner, (Builder, Assembler)):
-            code = frame.f_code
-            for name in code.co_varnames[1:code.co_argcount]:
-                arg = frame.f_locals.get(name)
-                if isinstance(arg, GraphFnCall):
-                    arg = arg.component
-                if isinstance(arg, Component):
-                    failed = arg
-                    break
-    error = f"{type(exc).__name__}: {exc}"
-    if builder is not None:
-        assembly = builder.assembly
-        stuck = []
-        if failed is None:
-            for comp in assembly.components():
-                if comp.input_spaces is None:
-                    try:
-                        _, missing = builder.component_spaces(comp)
-                    except Exception:  # noqa: BLE001 - a space mismatch: then it is this one
-                        missing = [None]
-                    if missing:
-                        stuck.append(comp)
-            if not stuck:  # it failed after the build (compiling an API method): the root is marked
-                failed = assembly.root
-        return GraphModel.from_assembly(assembly, title, error, failed, stuck)
-    if assembler is not None:
-        assembly = Assembly(assembler.root, traces)
-        return GraphModel.from_assembly(assembly, title, error, failed or assembler.root)
-    return None
 
 
 # ---- DOT -------------------------------------------------------------------------------------------

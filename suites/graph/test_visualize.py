@@ -131,7 +131,7 @@ def built(backend):
 
 
 def test_dot_draws_every_component_and_api_edge_of_a_three_level_graph(built):
-    model = GraphModel.from_assembly(built._assembly)
+    model = GraphModel.from_assembly(built.assembly)
     text = to_dot(model)
     assert drawing_problems(text, COMPONENTS, EDGES) == []
     nodes, _, _ = parse_dot(text)
@@ -147,7 +147,7 @@ def test_dot_draws_every_component_and_api_edge_of_a_three_level_graph(built):
 
 @pytest.mark.parametrize("break_it", ["drop an edge", "drop a component", "flatten the clusters"])
 def test_the_drawing_check_fails_on_a_broken_drawing(built, break_it):
-    text = to_dot(GraphModel.from_assembly(built._assembly))
+    text = to_dot(GraphModel.from_assembly(built.assembly))
     if break_it == "drop an edge":
         broken = "\n".join(line for line in text.splitlines() if not line.strip().startswith('"root/body" -> '))
         expected = "API edge ('root/body', 'root/body/first', 'apply') is not drawn"
@@ -220,7 +220,7 @@ def test_an_error_without_a_graph_gives_no_model():
 
 
 def test_html_is_one_self_contained_file(built, tmp_path):
-    text = to_html(GraphModel.from_assembly(built._assembly))
+    text = to_html(GraphModel.from_assembly(built.assembly))
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", text)  # nothing loaded from elsewhere
     assert "cytoscape 3.34.4" in text and "cytoscape-fcose 2.2.0" in text
     for lib in visualize.JS_LIBRARIES:
@@ -229,7 +229,7 @@ def test_html_is_one_self_contained_file(built, tmp_path):
 
 
 def test_svg_without_graphviz_says_how_to_install_it(built, tmp_path, monkeypatch):
-    model = GraphModel.from_assembly(built._assembly)
+    model = GraphModel.from_assembly(built.assembly)
     monkeypatch.setattr(visualize.shutil, "which", lambda name: None)
     with pytest.raises(GraphvizMissing, match="apt-get install graphviz"):
         write(model, "svg", str(tmp_path / "g.svg"))
@@ -240,7 +240,7 @@ def test_svg_without_graphviz_says_how_to_install_it(built, tmp_path, monkeypatc
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed (apt-get install graphviz)")
 def test_svg_is_rendered_with_every_component(built, tmp_path):
-    path = write(GraphModel.from_assembly(built._assembly), "svg", str(tmp_path / "g.svg"))
+    path = write(GraphModel.from_assembly(built.assembly), "svg", str(tmp_path / "g.svg"))
     svg = open(path, encoding="utf-8").read()
     for c in COMPONENTS:
         assert f"<title>{c}</title>" in svg

@@ -22,7 +22,7 @@ def by_hand(executor: GraphExecutor, method: str) -> Callable:
 
     api = executor.apis[method]
     steps = [functools.partial(s.spec.body(executor.backend.name), s.component, executor.backend.ops)
-             for s in executor._assembly.traces[method].steps]
+             for s in executor.assembly.traces[method].steps]
     if executor.backend_name == "torch":
         import torch
 

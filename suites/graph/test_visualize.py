@@ -1,4 +1,4 @@
-"""Drawings of component graphs (harness/graph/visualize.py): DOT with every component and API edge,
+"""Drawings of component graphs (harness/graph/visualize/): DOT with every component and API edge,
 build errors drawn as far as the build got, the self-contained HTML in a real headless browser."""
 
 from __future__ import annotations
@@ -223,8 +223,9 @@ def test_html_is_one_self_contained_file(built, tmp_path):
     text = to_html(GraphModel.from_assembly(built.assembly))
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", text)  # nothing loaded from elsewhere
     assert "cytoscape 3.34.4" in text and "cytoscape-fcose 2.2.0" in text
+    assets = os.path.join(os.path.dirname(os.path.dirname(visualize.__file__)), "assets")  # harness/graph/assets
     for lib in visualize.JS_LIBRARIES:
-        assert os.path.exists(os.path.join(os.path.dirname(visualize.__file__), "assets", f"LICENSE.{lib['name']}"))
+        assert os.path.exists(os.path.join(assets, f"LICENSE.{lib['name']}"))
     assert '"id": "root/body/first"' in text
 
 

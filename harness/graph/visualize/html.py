@@ -91,7 +91,7 @@ _HTML = """<!DOCTYPE html>
             font-size: 12px; white-space: pre-wrap; }
 </style></head>
 <body>
-<!-- Drawn by spacegraph (harness/graph/visualize.py). Vendored libraries: @LIBINFO@ -->
+<!-- Drawn by spacegraph (harness/graph/visualize). Vendored libraries: @LIBINFO@ -->
 <header><h1 id="title"></h1>
  <input id="search" type="search" placeholder="search components, classes, devices, variables">
  <span id="matches"></span>

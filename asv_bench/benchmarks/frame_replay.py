@@ -53,6 +53,9 @@ class FrameReplayHost:
     def time_sample_32(self, compression):
         self.store.sample(32)
 
+    def time_sample_32_nhwc(self, compression):
+        self.store.sample(32, layout="nhwc")  # C-contiguous NHWC stacks (what a TensorFlow agent asks for)
+
     def track_bytes_per_transition(self, compression):
         # what 1M transitions would take at this rollout's frames per transition and compression ratio
         ix, store = self.store.index, self.store

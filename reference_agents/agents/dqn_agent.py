@@ -114,9 +114,10 @@ class DQNAgent(StagingMixin, CheckpointMixin):
         try:
             if mem.form == "graph":
                 return GraphFrameReplay(mem.capacity, shape[:-1], shape[-1], mem.frame_capacity, mem.match_window)
-            return HostReplay(HostFrameReplay(mem.capacity, shape[:-1], shape[-1], mem.prioritized, mem.alpha,
-                                              mem.beta, mem.epsilon, mem.compression, mem.frame_capacity,
-                                              mem.match_window, seed=self.seed))
+            return HostReplay.for_backend(HostFrameReplay(mem.capacity, shape[:-1], shape[-1], mem.prioritized,
+                                                          mem.alpha, mem.beta, mem.epsilon, mem.compression,
+                                                          mem.frame_capacity, mem.match_window, seed=self.seed),
+                                          self.backend)
         except ValueError as exc:
             text = str(exc)
             key = next((f"memory.{k}" for k in ("frame_capacity", "capacity", "stack", "alpha", "beta", "epsilon",

@@ -56,13 +56,30 @@ class GraphFrameReplay(GraphReplay):
         self.index.load_state_dict(state)
 
 
+#: the stack layout (`HostFrameReplay.records_at`) each backend's ``update_from_batch`` takes without a copy:
+#: TensorFlow converts C-contiguous NHWC as is (a strided array costs it a copy); PyTorch's NCHW convolutions
+#: want the channel-first views
+BATCH_LAYOUTS = {"tf": "nhwc", "torch": "nchw_view"}
+
+
 class HostReplay:
-    """`HostFrameReplay` outside the graph: sampled in NumPy, learned with ``update_from_batch``."""
+    """`HostFrameReplay` outside the graph: sampled in NumPy, learned with ``update_from_batch``.
+
+    Args:
+        store: the replay.
+        layout: the stacks' layout in sampled batches (one of `HostFrameReplay`'s ``LAYOUTS``; see
+            `BATCH_LAYOUTS` for the backend's).
+    """
 
     methods: tuple[str, ...] = ()
 
-    def __init__(self, store: HostFrameReplay) -> None:
-        self.store = store
+    def __init__(self, store: HostFrameReplay, layout: str = "nchw_view") -> None:
+        self.store, self.layout = store, layout
+
+    @classmethod
+    def for_backend(cls, store: HostFrameReplay, backend: str) -> HostReplay:
+        """A `HostReplay` sampling in the layout `BATCH_LAYOUTS` names for ``backend`` (the view when unnamed)."""
+        return cls(store, BATCH_LAYOUTS.get(backend, "nchw_view"))
 
     def insert(self, executor: Any, records: dict[str, np.ndarray]) -> None:
         self.store.add(records)
@@ -72,7 +89,7 @@ class HostReplay:
 
     def learn(self, executor: Any, batch_size: int) -> Any:
         """Samples host-side, learns in one graph call, writes the new priorities back host-side."""
-        records, slots, weights = self.store.sample(batch_size)
+        records, slots, weights = self.store.sample(batch_size, layout=self.layout)
         out = executor.execute("update_from_batch", records, weights)
         self.store.update_priorities(slots, np.asarray(out[2]))
         return out

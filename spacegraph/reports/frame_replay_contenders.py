@@ -114,6 +114,12 @@ class Ours:
         records, _, _ = self.store.sample(SAMPLE_BATCH)
         return records["states"], records["next_states"]
 
+    def sample_contiguous(self) -> tuple[np.ndarray, np.ndarray]:
+        """States and next states as C-contiguous ``uint8[32,84,84,4]``: the store's NHWC path
+        (``store.sample(32, layout="nhwc")``, gathered channel by channel, as a TensorFlow agent samples)."""
+        records, _, _ = self.store.sample(SAMPLE_BATCH, layout="nhwc")
+        return records["states"], records["next_states"]
+
     def size(self) -> int:
         return self.store.size
 
@@ -155,8 +161,11 @@ class RLlibBuffer:
 
 
 def sample_contiguous(contender: Any) -> tuple[np.ndarray, np.ndarray]:
-    """A sample with both arrays C-contiguous ``uint8[32,84,84,4]`` (a copy only where they are not)."""
-    states, next_states = contender.sample()
+    """A sample with both arrays C-contiguous ``uint8[32,84,84,4]``: the contender's own contiguous path where
+    it has one (ours: the NHWC gather), else its sample made contiguous (a copy only where it is not; RLlib's
+    rows already are)."""
+    own = getattr(contender, "sample_contiguous", None)
+    states, next_states = own() if own is not None else contender.sample()
     return np.ascontiguousarray(states), np.ascontiguousarray(next_states)
 
 

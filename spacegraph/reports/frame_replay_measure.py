@@ -5,9 +5,11 @@ reversed every other round; median and range over rounds, on process CPU time an
 
 * ``insert``: add the next ``insert_batch`` records of the rollout (ours: ``store.add(records)``;
   RLlib: build the ``SampleBatch``, compress it when compressing, ``buffer.add``);
-* ``sample``: 32 prioritized transitions with states and next states materialised as contiguous
-  ``uint8[32,84,84,4]`` arrays (ours: ``store.sample(32)`` and ``np.ascontiguousarray`` of both;
-  RLlib: ``buffer.sample(32, beta=0.4)``, which decompresses ``obs`` / ``new_obs`` itself).
+* ``sample``: 32 prioritized transitions with states and next states as ``uint8[32,84,84,4]`` arrays, as each
+  store returns them (ours: ``store.sample(32)``, views of a channel-first gather; RLlib:
+  ``buffer.sample(32, beta=0.4)``, which decompresses ``obs`` / ``new_obs`` itself into contiguous rows);
+* ``sample_contiguous``: the same with both arrays C-contiguous NHWC (ours: ``store.sample(32, layout="nhwc")``,
+  the store's own contiguous path; RLlib: its sample, already contiguous).
 
 Bytes per transition: what the store accounts (ours ``nbytes()``, RLlib its ``est_size_bytes``)
 and the growth of the process's resident memory while filling, divided by the transitions held.
@@ -236,6 +238,33 @@ def redo_subprocesses(result: dict[str, Any], full: bool, full_fill: int, backen
         "redone": [s for s, on in (("full_process", full), ("build", bool(build_runs))) if on],
         "date": env["date"], "git_revision": env["git_revision"], "load_average_before": env["load_average_before"],
         "load_average_after": env["load_average_after"], "measurement_seconds": env["measurement_seconds"]}
+    result["verdicts"] = verdicts(result)
+    return result
+
+
+def redo_in_process(kept: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """The in-process part (fill, rates, bytes) measured again with ``kept``'s configuration, ``kept``'s
+    subprocess sections (``full_process``, ``build``) carried over as they were measured.
+
+    ``kwargs`` go to `measure` (``rllib_check``, ``records`` in tests; a capacity, seconds or rounds other
+    than ``kept``'s). The environment records when the carried sections were measured under
+    ``subprocess_sections`` (``"kept": True``)."""
+    cfg = kept["config"]
+    args = {k: cfg[k] for k in ("capacity", "num_envs", "steps", "insert_batch", "seconds", "rounds")}
+    args.update(kwargs)
+    result = measure(full=False, build_runs=0, **args)
+    sections = [s for s in ("full_process", "build") if kept.get(s)]
+    for section in sections:
+        result[section] = kept[section]
+    result["config"].update(full_fill=cfg.get("full_fill"), full_updates=cfg.get("full_updates"),
+                            build_runs=cfg.get("build_runs", 0), backends=cfg.get("backends"))
+    if sections:
+        env = kept["environment"]
+        when = env.get("subprocess_sections") or {
+            "redone": sections, "date": env["date"], "git_revision": env["git_revision"],
+            "load_average_before": env["load_average_before"], "load_average_after": env["load_average_after"],
+            "measurement_seconds": env["measurement_seconds"]}
+        result["environment"]["subprocess_sections"] = dict(when, kept=True)
     result["verdicts"] = verdicts(result)
     return result
 

@@ -9,8 +9,9 @@ random actions; the rollout is recycled (taken again from its start) to fill eve
 Contenders (each prioritized, alpha 0.6, beta 0.4, as ``dqn_pong``): ours (`HostFrameReplay`, uncompressed
 and LZ4) and RLlib's ``PrioritizedReplayBuffer`` (compressed as ``compress_observations=True`` does, and
 not). Operations, timed in interleaved rounds: ``insert`` a batch of records and ``sample`` 32 transitions
-as ``uint8[32,84,84,4]`` states and next states. Bytes per transition: what the store accounts and the
-growth of resident memory while filling.
+as ``uint8[32,84,84,4]`` states and next states, as each store returns them and C-contiguous NHWC (ours: the
+store's ``layout="nhwc"`` path). Bytes per transition: what the store accounts and the growth of resident
+memory while filling.
 
 Optional sections, each in fresh subprocesses (`frame_replay_process`): the peak resident memory
 of a whole ``dqn_pong`` DQN process whose replay holds 1M transitions (``--full-process``), and
@@ -20,7 +21,9 @@ Modules: `frame_replay_contenders` (the Pong records, our stores and RLlib's), `
 (filling, interleaved rounds, bytes, the subprocess sections, ratios and verdicts); this one writes the
 report (Markdown, plot, command line) and re-exports their names.
 
-Run ``python -m spacegraph.reports.frame_replay_peers [--capacity N] [--full-process]``; it writes
+Run ``python -m spacegraph.reports.frame_replay_peers [--capacity N] [--full-process]``
+(``--keep-subprocesses JSON``: measure the in-process part again, keeping that result's subprocess
+sections; ``--redo-subprocesses JSON``: the other way round); it writes
 ``reports/frame_replay_vs_rllib.md``, ``.png`` and ``.json``. Without RLlib it measures ours only
 and says so.
 """
@@ -47,7 +50,7 @@ from spacegraph.reports.frame_replay_contenders import (  # noqa: E402,F401
     ALPHA, BETA, ENV_ID, RLLIB_MODULES, SAMPLE_BATCH, TITLES, Ours, RecordStream, RLlibBuffer, available_bytes,
     make_contender, pong_rollout, rss_bytes, sample_contiguous)
 from spacegraph.reports.frame_replay_measure import (  # noqa: E402,F401
-    TARGETS, build_times, check_sample, fill, full_process, ratios, redo_subprocesses, verdicts)
+    TARGETS, build_times, check_sample, fill, full_process, ratios, redo_in_process, redo_subprocesses, verdicts)
 from spacegraph.reports.rllib import rllib_missing  # noqa: E402
 
 REPORT_DIR = REPO / "reports"
@@ -147,9 +150,11 @@ def markdown(result: dict[str, Any]) -> str:
         "transitions with states and next states as `uint8[32,84,84,4]` NumPy arrays holding every byte: "
         "**sample** takes them as each store returns them (RLlib: C-contiguous rows, decompressed; ours: "
         "`[32,84,84,4]` views of one gathered `[64,4,84,84]` array, i.e. frames channel-first in memory, the "
-        "layout PyTorch's NCHW convolutions take without a copy); **sample + contiguous** also copies both "
-        "into C-contiguous NHWC (`np.ascontiguousarray`, a no-op for RLlib's), as a consumer that wants "
-        "NHWC bytes (TensorFlow's conversion of a strided array) pays.",
+        "layout PyTorch's NCHW convolutions take without a copy); **sample + contiguous** has both "
+        "C-contiguous NHWC, as a consumer that wants NHWC bytes (TensorFlow's tensor conversion) takes them: "
+        "ours through the store's own NHWC path (`store.sample(32, layout=\"nhwc\")`, frames gathered "
+        "channel by channel into a preallocated contiguous array, what a TensorFlow DQN agent asks for), "
+        "RLlib's as returned (already contiguous).",
         "",
         rates_table(result),
         "",
@@ -205,7 +210,8 @@ def markdown(result: dict[str, Any]) -> str:
         "- **ours**: `reference_agents.components.memories.HostFrameReplay(capacity, (84, 84), 4, "
         "prioritized=True, alpha=0.6, beta=0.4, compression=None | 'lz4')`, the store `dqn_pong` uses "
         "(`memory: {type: frames, form: host}`). Insert: `store.add(records)`; sample: `store.sample(32)` "
-        "then `np.ascontiguousarray` of its states and next states.",
+        "(as returned: views of a channel-first gather) and `store.sample(32, layout='nhwc')` (contiguous: "
+        "per-channel gather into C-contiguous NHWC; LZ4 decompresses each distinct frame once first).",
         "- **RLlib**: `ray.rllib.utils.replay_buffers.prioritized_replay_buffer.PrioritizedReplayBuffer("
         "capacity, storage_unit='timesteps', alpha=0.6)`. Insert: a `SampleBatch` with `obs`, `new_obs`, "
         "`actions`, `rewards`, `terminateds`, `truncateds`, compressed with `SampleBatch.compress(bulk=False)` "
@@ -228,7 +234,9 @@ def markdown(result: dict[str, Any]) -> str:
            f"{env['subprocess_sections']['date']} at `{env['subprocess_sections']['git_revision']}` (load "
            f"{env['subprocess_sections']['load_average_before']} before, "
            f"{env['subprocess_sections']['load_average_after']} after, "
-           f"{env['subprocess_sections']['measurement_seconds']} s) with `--redo-subprocesses`"]
+           f"{env['subprocess_sections']['measurement_seconds']} s) with `--redo-subprocesses`"
+           + ("; this run kept them as they were (`--keep-subprocesses`) and measured only the in-process "
+              "part (rates, bytes)" if env["subprocess_sections"].get("kept") else "")]
           if env.get("subprocess_sections") else []),
         f"- raw numbers: `reports/{STEM}.json`",
         "",
@@ -311,9 +319,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--redo-subprocesses", metavar="JSON",
                         help="keep this result's in-process part and measure again only the sections asked for "
                              "(--full-process, --build-runs), on the same rollout (same envs, steps and seed)")
+    parser.add_argument("--keep-subprocesses", metavar="JSON",
+                        help="measure the in-process part (rates, bytes) again with this result's configuration "
+                             "and keep its subprocess sections (full_process, build) as they are")
     args = parser.parse_args(argv)
     if args.from_json:
         result = json.loads(Path(args.from_json).read_text())
+    elif args.keep_subprocesses:
+        result = redo_in_process(json.loads(Path(args.keep_subprocesses).read_text()), rllib=not args.no_rllib,
+                                 rllib_uncompressed=args.rllib_uncompressed, rllib_check=rllib_missing)
     elif args.redo_subprocesses:
         result = redo_subprocesses(json.loads(Path(args.redo_subprocesses).read_text()), args.full_process,
                                    args.full_fill, tuple(args.backends.split(",")), args.build_runs)

@@ -164,8 +164,10 @@ class FrameIndex:
         return np.stack(cols[::-1], axis=1)
 
     def _in_window(self, slot: int) -> bool:
+        # the oldest frame (stamp frames_written - frame_capacity) is the next one overwritten: matching it
+        # would let a stack chained to it take its slot (a cycle in the chain) when the window spans the ring
         s = self.stamp[slot]
-        return s >= 0 and s >= self.frames_written - self.window
+        return s >= 0 and s >= self.frames_written - self.window and s > self.frames_written - self.frame_capacity
 
     def _matches(self, slot: int, frames: list[np.ndarray]) -> bool:
         """Whether the chain from ``slot`` back holds ``frames`` (newest first), all in the match window."""
@@ -261,6 +263,9 @@ class FrameIndex:
         written: list[int] = []
         for i in range(n):
             state = self._place(recs["states"][i], frame_plan)
+            # the state's oldest stamp before the target's writes, which may overwrite its frames (then
+            # `_expire` finds the transition dead instead of its chain reading the new frames)
+            state_oldest = int(self.stamp[self.chains([state])].min())
             target = self._place(recs["next_states"][i], frame_plan)
             slot = self.added % self.capacity
             self.t_state[slot], self.t_target[slot] = state, target
@@ -268,8 +273,7 @@ class FrameIndex:
             self.t_reward[slot] = recs["rewards"][i]
             self.t_terminal[slot] = bool(recs["terminals"][i])
             self.t_discount[slot] = recs["discounts"][i]
-            self.t_oldest[slot] = int(min(self.stamp[self.chains([state])].min(),
-                                          self.stamp[self.chains([target])].min()))
+            self.t_oldest[slot] = min(state_oldest, int(self.stamp[self.chains([target])].min()))
             self.valid[slot] = True
             self.added += 1
             written.append(slot)

@@ -9,6 +9,10 @@ transitions uniformly (``alpha = beta = 0``: every valid leaf is 1, every weight
 
 Uncompressed frames are one ``np.zeros`` array: the kernel hands out zero pages on
 first write, so building costs no time or resident memory in proportion to capacity.
+
+Stacks come back in one of `LAYOUTS` (the same bytes, ``uint8[B, *frame_shape, stack]`` either way):
+``"nchw_view"``, views of one channel-first gather (free for PyTorch's NCHW convolutions), or ``"nhwc"``,
+C-contiguous arrays gathered channel by channel (what TensorFlow takes without a copy).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import numpy as np
 from reference_agents.components.memories.frame_index import RECORD_FIELDS, FrameIndex
 
 COMPRESSIONS = (None, "lz4")
+#: how `HostFrameReplay.records_at` / `sample` lay out stacks: views of a channel-first gather, or C-contiguous NHWC
+LAYOUTS = ("nchw_view", "nhwc")
 BYTES_HEADER = 33  # sys.getsizeof(b"") on CPython 3.x: what each LZ4 blob costs beyond its length
 
 
@@ -155,26 +161,51 @@ class HostFrameReplay:
         """Valid transitions (those that can be sampled)."""
         return self.index.size
 
-    def _frames_at(self, slots: np.ndarray) -> np.ndarray:
+    def _frame_source(self, chains: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(frames, rows)`` with ``frames[rows]`` the frames of ``chains``: the frame array and the chains
+        themselves, or (LZ4) each distinct frame decompressed once and where each chain entry finds it."""
         if self.frames is not None:
-            return self.frames[slots]
+            return self.frames, chains
         import lz4.block
 
-        unique, inverse = np.unique(slots, return_inverse=True)
+        unique, inverse = np.unique(chains, return_inverse=True)
         out = np.empty((unique.size,) + self.frame_shape, np.uint8)
         flat = out.reshape(unique.size, -1)
         for i, slot in enumerate(unique.tolist()):
             flat[i] = np.frombuffer(lz4.block.decompress(self.packed[slot], uncompressed_size=self.frame_bytes),
                                     np.uint8)
-        return out[inverse.reshape(slots.shape)]
+        return out, inverse.reshape(chains.shape)
 
-    def records_at(self, slots: Any) -> dict[str, np.ndarray]:
-        """The transitions in ``slots`` with their stacks rebuilt (valid or not: see `FrameIndex`)."""
+    def _stacks(self, chains: np.ndarray, layout: str) -> np.ndarray:
+        """``[N, *frame_shape, D]`` stacks of ``chains`` (``[N, D]`` frame slots) in ``layout``."""
+        frames, rows = self._frame_source(chains)
+        if layout == "nchw_view":
+            return np.moveaxis(frames[rows], 1, -1)                   # a view of a [N, D, *frame_shape] gather
+        if layout != "nhwc":
+            raise ValueError(f"HostFrameReplay: layout must be one of {LAYOUTS}; got {layout!r}")
+        out = np.empty((rows.shape[0],) + self.frame_shape + (self.stack,), np.uint8)
+        for d in range(self.stack):                                  # channel by channel into C-contiguous NHWC
+            out[..., d] = frames[rows[:, d]]
+        return out
+
+    def records_at(self, slots: Any, layout: str = "nchw_view") -> dict[str, np.ndarray]:
+        """The transitions in ``slots`` with their stacks rebuilt (valid or not: see `FrameIndex`).
+
+        Args:
+            slots: transition slots (taken modulo ``capacity``).
+            layout: how ``states`` / ``next_states`` (``uint8[B, *frame_shape, stack]`` either way, the same
+                bytes) lie in memory: ``"nchw_view"`` (default) views of one ``[2B, stack, *frame_shape]``
+                gather, channel-first in memory (what PyTorch's NCHW convolutions take without a copy);
+                ``"nhwc"`` C-contiguous arrays gathered channel by channel (what TensorFlow converts
+                without a copy; much cheaper than ``np.ascontiguousarray`` of the views).
+
+        Raises:
+            ValueError: for another ``layout``.
+        """
         slots = np.asarray(slots, np.int64) % self.capacity
         ix = self.index
         both = np.concatenate([ix.t_state[slots], ix.t_target[slots]])
-        frames = self._frames_at(ix.chains(both))                    # [2B, D, *frame_shape]
-        stacks = np.moveaxis(frames, 1, -1)                          # [2B, *frame_shape, D]
+        stacks = self._stacks(ix.chains(both), layout)               # [2B, *frame_shape, D]
         b = slots.size
         return {"states": stacks[:b], "actions": ix.t_action[slots].copy(), "rewards": ix.t_reward[slots].copy(),
                 "terminals": ix.t_terminal[slots].copy(), "next_states": stacks[b:],
@@ -209,10 +240,14 @@ class HostFrameReplay:
         w = np.exp(np.float32(self.beta) * np.log(ratio)).astype(np.float32)
         return np.where(weighted > 0, w, np.float32(1.0)).astype(np.float32)
 
-    def sample(self, num_records: int, masses: Any = None) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-        """``(records, slots, importance weights)`` for ``num_records`` draws."""
+    def sample(self, num_records: int, masses: Any = None, layout: str = "nchw_view"
+               ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """``(records, slots, importance weights)`` for ``num_records`` draws (stacks in ``layout``: see
+        `records_at`)."""
+        if layout not in LAYOUTS:
+            raise ValueError(f"HostFrameReplay: layout must be one of {LAYOUTS}; got {layout!r}")
         slots = self.sample_slots(num_records, masses)
-        return self.records_at(slots), slots, self.weights(slots)
+        return self.records_at(slots, layout), slots, self.weights(slots)
 
     def update_priorities(self, slots: Any, priorities: Any) -> None:
         """``p = |priority| + epsilon`` for ``slots`` that are still valid (others stay unsampleable)."""
@@ -283,4 +318,4 @@ class HostFrameReplay:
                     self.packed_bytes += n
 
 
-__all__ = ["HostFrameReplay", "HostSumMinTrees", "RECORD_FIELDS"]
+__all__ = ["LAYOUTS", "RECORD_FIELDS", "HostFrameReplay", "HostSumMinTrees"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 from typing import Any, Callable
@@ -16,40 +18,128 @@ from harness.graph.assembly import Assembly, assemble
 from harness.graph.build import Builder, BuildProfile, BuiltApi, BuiltGraph
 from harness.graph.chain import build_chain
 from harness.graph.component import Component
-from harness.graph.errors import BuildError, ExecutionError, SpacegraphError, UnknownApiError
+from harness.graph.errors import (BuildError, ExecutionError, InputValidationError, SpacegraphError,
+                                  UnknownApiError)
 from harness.graph.partial import attach
 from harness.spaces import Space
 
+_log = logging.getLogger(__name__)
 
-def _leaf_converter(method: str, arg: str, path: str, space: Any, feed: Callable) -> Callable[[Any], Any]:
+
+#: The environment variable naming the process default of `GraphExecutor`'s ``validate`` (read when an
+#: executor is made with ``validate=None``): "1"/"true"/"yes"/"on" turn validation on. suites/conftest.py and
+#: the `spacegraph` command set it; benchmarks (asv_bench, `spacegraph report`) leave it unset.
+VALIDATE_ENV = "SPACEGRAPH_VALIDATE"
+
+
+def default_validate() -> bool:
+    """The process default of ``validate``: whether ``$SPACEGRAPH_VALIDATE`` is set to a true value."""
+    return os.environ.get(VALIDATE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _fmt_value(value: Any) -> str:
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def _leaf_checker(space: Any) -> Callable[[Any], tuple[np.ndarray, str | None]]:
+    """Validate mode: ``value -> (array to feed, None)`` or ``(_, why the value is not in space)``.
+
+    NumPy values must have the space's dtype kind: an integer or boolean array for a float space, a float
+    or boolean one for an integer space and a non-boolean one for a BoolBox are errors (no silent casts).
+    Within a kind, widths are converted after the value check: int32 into an int64 space, int64 into an
+    int32 space whose bounds it fits, and float64 into a float32 space (a documented cast: NumPy and the
+    environments produce float64 by default; the values are range- and NaN-checked first). Python scalars
+    and lists are judged by kind as `Space.why_not` does (a Python int fits a float space).
+    Then shape, NaN (float spaces) and the bounds (FloatBox low/high, IntBox range, i.e. discrete actions).
+    """
+    dtype, core, n_extra, kind = space.dtype, space.shape, len(space.extra_ranks), space.dtype.kind
+    low, high = space.low, space.high
+    check_low = bool(np.any(low != space._default_bounds()[0]))
+    check_high = bool(np.any(high != space._default_bounds()[1]))
+    ok_kinds = {"f": "f", "i": "iu", "u": "iu", "b": "b"}[kind]
+    py_kinds = {"f": "iuf", "i": "iu", "u": "iu", "b": "b"}[kind]
+
+    def check(value: Any) -> tuple[Any, str | None]:
+        if isinstance(value, dict) or value is None:
+            return None, f"expected an array for space {space!r}, got {type(value).__name__}"
+        strict = isinstance(value, (np.ndarray, np.generic))
+        try:
+            arr = value if type(value) is np.ndarray else np.asarray(value)
+        except (ValueError, TypeError) as exc:
+            return None, f"value is not array-like for space {space!r} ({exc})"
+        if arr.dtype != dtype and arr.dtype.kind not in (ok_kinds if strict else py_kinds):
+            return None, (f"dtype {arr.dtype} cannot be cast to {dtype} of space {space!r} (validate mode: "
+                          f"{'NumPy' if strict else 'Python'} {arr.dtype} values are not cast to {dtype})")
+        if arr.ndim != n_extra + len(core) or arr.shape[n_extra:] != core:
+            return None, f"shape {arr.shape} does not fit space {space!r} (expected {space.full_shape()})"
+        if arr.dtype.kind == "f":
+            nan = np.isnan(arr)
+            if nan.any():
+                return None, f"NaN at index {tuple(int(i) for i in np.argwhere(nan)[0])} is outside space {space!r}"
+        if arr.dtype != dtype or check_low or check_high:
+            below = arr < np.broadcast_to(low, arr.shape) if (check_low or arr.dtype != dtype) else None
+            if below is not None and below.any():
+                idx = tuple(int(i) for i in np.argwhere(below)[0])
+                return None, (f"value {_fmt_value(arr[idx])} at index {idx} is below the lower bound "
+                              f"{_fmt_value(np.broadcast_to(low, arr.shape)[idx])} of space {space!r}")
+            above = arr > np.broadcast_to(high, arr.shape) if (check_high or arr.dtype != dtype) else None
+            if above is not None and above.any():
+                idx = tuple(int(i) for i in np.argwhere(above)[0])
+                return None, (f"value {_fmt_value(arr[idx])} at index {idx} is above the upper bound "
+                              f"{_fmt_value(np.broadcast_to(high, arr.shape)[idx])} of space {space!r}")
+        if arr.dtype != dtype:
+            arr = arr.astype(dtype)
+        return arr, None
+
+    return check
+
+
+def _leaf_converter(where: str, method: str, arg: str, path: str, space: Any, feed: Callable,
+                    validate: bool = False) -> Callable[[Any], Any]:
     dtype, core, n_extra = space.dtype, space.shape, len(space.extra_ranks)
-    where = f"{method}({arg}{'/' + path if path else ''})"
+    at = f"{where}: {method}({arg}{'/' + path if path else ''})"
+
+    if validate:
+        check = _leaf_checker(space)
+
+        def validated(value: Any) -> Any:
+            arr, why = check(value)
+            if why is not None:
+                raise InputValidationError(f"{at}: {why}", method=method, argument=arg,
+                                           path=path, space=space)
+            return feed(arr)
+
+        return validated
 
     def convert(value: Any) -> np.ndarray:
         arr = value if type(value) is np.ndarray else np.asarray(value)
         if arr.dtype != dtype:
             if not np.can_cast(arr.dtype, dtype, "same_kind"):
-                raise ExecutionError(f"{where}: dtype {arr.dtype} cannot be cast to {dtype} of space {space!r}")
+                raise ExecutionError(f"{at}: dtype {arr.dtype} cannot be cast to {dtype} of space {space!r}")
             arr = arr.astype(dtype)
         if arr.ndim != n_extra + len(core) or arr.shape[n_extra:] != core:
-            raise ExecutionError(f"{where}: shape {arr.shape} does not fit space {space!r} "
+            raise ExecutionError(f"{at}: shape {arr.shape} does not fit space {space!r} "
                                  f"(expected {space.full_shape()})")
         return feed(arr)
 
     return convert
 
 
-def _arg_converter(method: str, arg: str, space: Space, feed: Callable) -> Callable[[Any], Any]:
+def _arg_converter(where: str, method: str, arg: str, space: Space, feed: Callable,
+                   validate: bool = False) -> Callable[[Any], Any]:
     leaves = list(space.leaves())
     if len(leaves) == 1 and leaves[0][0] == "":
-        return _leaf_converter(method, arg, "", space, feed)
-    convs = {p: _leaf_converter(method, arg, p, s, feed) for p, s in leaves}
+        return _leaf_converter(where, method, arg, "", space, feed, validate)
+    convs = {p: _leaf_converter(where, method, arg, p, s, feed, validate) for p, s in leaves}
+    error = InputValidationError if validate else ExecutionError
 
     def convert(value: Any) -> Any:
         try:
             flat = space.flatten_value(value)
         except ValueError as exc:
-            raise ExecutionError(f"{method}({arg}): {exc}") from None
+            raise error(f"{where}: {method}({arg}): {exc}",
+                        **({"method": method, "argument": arg, "path": "", "space": space} if validate else {})
+                        ) from None
         return space.unflatten({p: convs[p](v) for p, v in flat.items()})
 
     return convert
@@ -75,18 +165,27 @@ class GraphExecutor:
             it), so methods never called cost nothing. Output spaces come from the build's eager
             sample runs either way; a compile error then surfaces at that first call, as the same
             `BuildError`. The compile time counts into the profile's ``op_creation`` when it happens.
+        validate: check every input value against its space before it is fed (`InputValidationError`,
+            the same text on both backends, naming root component, API method, argument/key path, the
+            offending value and index and the space): dtype kind (no cast of integer or boolean values to
+            float, of float or boolean to integer), shape, NaN, FloatBox bounds and IntBox ranges (discrete
+            actions). ``None`` (default) takes the process default, `default_validate` (environment variable
+            ``SPACEGRAPH_VALIDATE``: on in the test suites and the `spacegraph` command, off in benchmarks).
+            Off, inputs are only cast (same dtype kind, or int/bool to float) and shape-checked.
     """
 
     COMPILE_MODES = ("build", "first_call")
 
     def __init__(self, root: Component, input_spaces: dict[str, Any], backend: str = "tf", seed: int = 0,
                  device_map: dict[str, str] | None = None, api_methods: list[str] | None = None,
-                 strategy: DeviceStrategy | None = None, build: bool = True, compile: str = "build") -> None:
+                 strategy: DeviceStrategy | None = None, build: bool = True, compile: str = "build",
+                 validate: bool | None = None) -> None:
         if not isinstance(root, Component):
             raise TypeError(f"GraphExecutor: root must be a Component; got {type(root).__name__}")
         if compile not in self.COMPILE_MODES:
             raise ValueError(f"GraphExecutor: compile must be one of {self.COMPILE_MODES}; got {compile!r}")
         self.compile_mode = compile
+        self.validate = default_validate() if validate is None else bool(validate)
         self._compile_lock = threading.Lock()
         self.strategy = strategy or DeviceStrategy()
         self.root = root
@@ -200,7 +299,9 @@ class GraphExecutor:
                 self.backend.check_device(comp.device)
 
     def _make_call(self, api: BuiltApi) -> Callable:
-        converters = [_arg_converter(api.name, a, s, self.backend.feed) for a, s in api.arg_spaces.items()]
+        where = f"{type(self.root).__name__} {self.root.global_scope!r}"
+        converters = [_arg_converter(where, api.name, a, s, self.backend.feed, self.validate)
+                      for a, s in api.arg_spaces.items()]
         names = list(api.arg_spaces)
         fn, to_numpy, n = api.fn, self.backend.to_numpy, len(names)
 
@@ -302,8 +403,15 @@ class GraphExecutor:
         """All variables as NumPy arrays keyed by scope path, in canonical layouts."""
         return {k: self.backend.variable_value(v) for k, v in self.variables().items()}
 
-    def set_weights(self, weights: dict[str, Any], strict: bool = True) -> None:
+    def set_weights(self, weights: dict[str, Any], strict: bool = True) -> list[str]:
         """Loads NumPy weights keyed by scope path (e.g. from the other backend's `get_weights`).
+
+        With ``strict`` (default) the keys must be exactly the graph's variables. Without it, keys the graph
+        has no variable for are ignored, and variables without a key keep their values; both are logged
+        (``logging`` warning of ``harness.execution.executor``).
+
+        Returns:
+            The ignored keys of ``weights`` (sorted; empty with ``strict``).
 
         Raises:
             ValueError: naming missing or unexpected keys (with ``strict``) and shape/dtype mismatches.
@@ -313,6 +421,12 @@ class GraphExecutor:
         extra = sorted(set(weights) - set(variables))
         if strict and (missing or extra):
             raise ValueError(f"set_weights: keys differ from the graph's variables: missing {missing}, unexpected {extra}")
+        if extra:
+            _log.warning("set_weights(strict=False): ignored %d key(s) the graph has no variable for: %s",
+                         len(extra), extra)
+        if missing and not strict:
+            _log.debug("set_weights(strict=False): %d variable(s) not in the weights keep their values: %s",
+                         len(missing), missing)
         checked = {}
         for key, value in weights.items():
             if key not in variables:
@@ -327,6 +441,7 @@ class GraphExecutor:
             checked[key] = arr.astype(current.dtype)
         for key, arr in checked.items():
             self.backend.assign_variable(variables[key], arr)
+        return extra
 
     def export_model(self, path: str) -> str:
         """Writes weights and metadata to ``path`` (an ``.npz``; written atomically)."""

@@ -213,6 +213,18 @@ class Builder:
         self._first_method = first_method
         return spaces, missing
 
+    def _method_of(self, comp: Component, argument: str) -> str | None:
+        """The API method of ``comp`` that first received ``argument``; else the first called one whose
+        signature has it; else None (the error then reads ``component argument 'x'``)."""
+        first = getattr(self, "_first_method", {})
+        if argument in first:
+            return first[argument]
+        specs = comp.api_specs()
+        for call in self.calls.get(id(comp), []):
+            if argument in specs[call.method].arg_names:
+                return call.method
+        return None
+
     def build_component(self, comp: Component, spaces: dict[str, Space]) -> None:
         with self._working_on(comp, "check_input_spaces/create_variables"):
             self._build_component(comp, spaces)
@@ -228,9 +240,14 @@ class Builder:
             self.profile.variable_creation += time.perf_counter() - start
         except SpaceMismatchError as exc:
             if exc.method is None:
-                method = self._first_method.get(exc.argument, "?")
+                method, detail = self._method_of(comp, exc.argument), exc.detail
+                if exc.argument not in getattr(self, "_first_method", {}):  # the argument was not fed: say by which calls
+                    called = sorted({c.method for c in self.calls.get(id(comp), [])})
+                    note = (f"no call passed '{exc.argument}' (API method(s) called: {', '.join(called)})"
+                            if called else f"'{exc.argument}' was not passed")
+                    detail = f"{detail}; {note}" if detail else note
                 raise SpaceMismatchError(exc.component, method, exc.argument, exc.expected, exc.received,
-                                         exc.detail) from None
+                                         detail) from None
             raise
         except SpacegraphError:
             raise

@@ -36,3 +36,16 @@ class UnknownApiError(SpacegraphError, KeyError):
 
 class ExecutionError(SpacegraphError):
     """A built graph was called with inputs that do not fit its spaces."""
+
+
+class InputValidationError(ExecutionError):
+    """Validate mode (`GraphExecutor(validate=True)`): an input value lies outside its declared space.
+
+    The message names the root component, API method, argument (with the key path inside a container),
+    the offending value and index (or dtype/shape) and the space; it is the same on every backend.
+    """
+
+    def __init__(self, message: str, method: str = "", argument: str = "", path: str = "",
+                 space: object = None) -> None:
+        super().__init__(message)
+        self.method, self.argument, self.path, self.space = method, argument, path, space

@@ -248,6 +248,10 @@ def markdown(result: dict[str, Any]) -> str:
         f"{cfg['capacity']} --seconds {cfg['seconds']:g} --rounds {cfg['rounds']}"
         + (" --full-process" if result.get("full_process") else "")
         + (f" --build-runs {cfg['build_runs']}" if cfg.get("build_runs") else ""),
+        *(["# this run: the in-process part only, the subprocess sections kept from the previous result",
+           f"PYTHONPATH=. /work/venv-peers/bin/python -m spacegraph.reports.frame_replay_peers "
+           f"--keep-subprocesses reports/{STEM}.json"]
+          if env.get("subprocess_sections", {}).get("kept") else []),
         "```",
         "",
     ]

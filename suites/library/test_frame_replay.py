@@ -43,6 +43,8 @@ def assert_records_equal(got, want):
 def assert_valid_equal_oracle(store, oracle):
     """Every valid transition, in every layout, equals the oracle's byte for byte."""
     valid = np.flatnonzero(store.index.valid)
+    if not valid.size:
+        return valid  # (the oracle cannot stack nothing)
     want = oracle.records_at(valid)
     for layout in LAYOUTS:
         got = store.records_at(valid, layout=layout)
@@ -58,6 +60,9 @@ def assert_valid_equal_oracle(store, oracle):
 # a match window spanning the frame ring: a stack once chained onto the oldest frame, about to be overwritten,
 # and its chain became a cycle (fixed in `FrameIndex._in_window`)
 @example(seed=8, num_envs=8, n_step=5, capacity=4, spare=23, stack=3, chunk=1, window=27, compression=None)
+# the smallest frame ring (two stacks): the next state's new frame overwrote the state's oldest frame, and the
+# transition stayed valid reading it (fixed in `FrameIndex.add`: the state's oldest stamp is taken first)
+@example(seed=160, num_envs=1, n_step=3, capacity=4, spare=0, stack=2, chunk=1, window=4, compression=None)
 def test_every_sampled_stack_equals_the_full_stack_oracle(seed, num_envs, n_step, capacity, spare, stack, chunk,
                                                           window, compression):
     rng = np.random.default_rng(seed)

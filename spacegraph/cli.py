@@ -482,6 +482,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_report_parser(sub)
 
     args = parser.parse_args(argv)
+    if args.command != "report":  # validate mode for every command but the report's measurements
+        os.environ.setdefault("SPACEGRAPH_VALIDATE", "1")
     set_log_level(args.verbose_logs)
     if args.command == "spec" and args.spec_command == "test":
         chosen = args.backend or [b for b in os.environ.get("SPACEGRAPH_BACKENDS", "tf,torch").split(",") if b.strip()]

@@ -17,6 +17,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
         os.environ.setdefault(_var, "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# GraphExecutor's validate mode (README, "Components"): every executed input is checked against its
+# space in the tests; the benchmarks (asv) leave it off.
+os.environ.setdefault("SPACEGRAPH_VALIDATE", "1")
 
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large]
 

@@ -16,6 +16,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from harness.backends import get_threads, set_threads
+
 #: The checkout this package lies in (where `git_revision` and `uncommitted` ask git by default).
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,22 +42,16 @@ def configure_threads(threads: int) -> dict[str, int | None]:
         raise ValueError(f"configure_threads: threads must be a positive int; got {threads!r}")
     out: dict[str, int | None] = {"torch": None, "tf_intra_op": None, "tf_inter_op": None}
     try:
-        import torch
-        torch.set_num_threads(threads)
-        out["torch"] = torch.get_num_threads()
+        set_threads("torch", threads, inter_op=False)
+        out["torch"] = get_threads("torch")["intra_op"]
     except ImportError:
         pass
     try:
-        import tensorflow as tf
+        set_threads("tf", threads)  # keeps what a started runtime has
+        tf_threads = get_threads("tf")
     except ImportError:
         return out
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-    except RuntimeError:  # the runtime is already initialized: keep what it has
-        pass
-    out["tf_intra_op"] = tf.config.threading.get_intra_op_parallelism_threads()
-    out["tf_inter_op"] = tf.config.threading.get_inter_op_parallelism_threads()
+    out["tf_intra_op"], out["tf_inter_op"] = tf_threads["intra_op"], tf_threads["inter_op"]
     return out
 
 

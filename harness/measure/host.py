@@ -14,6 +14,27 @@ from typing import Any, Sequence
 from harness.measure.machine import cpu_model
 
 
+def rss_bytes() -> int:
+    """This process's resident memory now (``/proc/self/statm``), in bytes; 0 where unavailable."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def available_bytes() -> int:
+    """``MemAvailable`` of ``/proc/meminfo`` (memory the machine can still give without swapping); 0 where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def memory_bytes() -> int | None:
     """Total physical memory (``/proc/meminfo``, else ``sysconf``), None when unknown."""
     try:

@@ -26,6 +26,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+from harness.measure.host import available_bytes, rss_bytes  # noqa: E402,F401  (the measure module uses them from here)
+
 ENV_ID = "ALE/Pong-v5"
 ALPHA, BETA = 0.6, 0.4
 SAMPLE_BATCH = 32
@@ -78,21 +80,6 @@ class RecordStream:
         out = {k: v[self.pos:self.pos + take].copy() for k, v in self.records.items()}
         self.pos = (self.pos + take) % self.n
         return out
-
-
-def rss_bytes() -> int:
-    """This process's resident set now (``/proc/self/statm``)."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def available_bytes() -> int:
-    """``MemAvailable`` from ``/proc/meminfo`` (bytes)."""
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 # ---- contenders --------------------------------------------------------------------------------------

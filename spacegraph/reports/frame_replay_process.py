@@ -27,11 +27,7 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-
-def _rss_bytes() -> int:
-    """The process's resident set now (``/proc/self/statm``), in bytes."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+from harness.measure.host import rss_bytes  # noqa: E402
 
 
 def _peak_rss_bytes() -> int:
@@ -67,7 +63,7 @@ def peak(config: str, backend: str, compression: str | None, records_path: str, 
     _import_backend(backend)
     from reference_agents.agents import CONFIG_DIR, build_agent, load_agent_config
 
-    rss_start = _rss_bytes()
+    rss_start = rss_bytes()
     if not os.path.exists(config) and os.sep not in config and "." not in config:
         config = os.path.join(CONFIG_DIR, config + ".yaml")  # a bare name, as build_agent takes it
     cfg, _ = load_agent_config(config, {"backend": backend})
@@ -77,7 +73,7 @@ def peak(config: str, backend: str, compression: str | None, records_path: str, 
     agent = build_agent(data, backend=backend)
     build_s = time.perf_counter() - t0
     store = agent.replay.store
-    rss_built = _rss_bytes()
+    rss_built = rss_bytes()
     with np.load(records_path) as npz:
         records = {k: np.asarray(npz[k]) for k in npz.files}
     n = len(records["actions"])
@@ -89,7 +85,7 @@ def peak(config: str, backend: str, compression: str | None, records_path: str, 
         store.add({k: v[start:start + take] for k, v in records.items()})
         added += take
     fill_s, fill_cpu = time.perf_counter() - t0, time.process_time() - c0
-    rss_filled = _rss_bytes()
+    rss_filled = rss_bytes()
     t0 = time.perf_counter()
     for _ in range(updates):
         agent.update()
@@ -99,7 +95,7 @@ def peak(config: str, backend: str, compression: str | None, records_path: str, 
             "replay_bytes": store.nbytes(), "frame_bytes": store.frame_nbytes(), "updates": updates,
             "build_s": round(build_s, 3), "fill_s": round(fill_s, 1), "fill_cpu_s": round(fill_cpu, 1),
             "update_s": round(update_s, 2), "rss_start": rss_start, "rss_built": rss_built,
-            "rss_filled": rss_filled, "rss_end": _rss_bytes(), "peak_rss": _peak_rss_bytes(),
+            "rss_filled": rss_filled, "rss_end": rss_bytes(), "peak_rss": _peak_rss_bytes(),
             "ru_maxrss": _maxrss_bytes(),
             "load_average_end": [round(x, 2) for x in os.getloadavg()]}
 

@@ -12,6 +12,7 @@ import statistics
 from typing import Any
 
 from harness.measure.figures import Figure, Panel, Series, Table
+from harness.measure.host import rss_bytes
 from spacegraph.report.registry import Context, Scenario, register
 
 BACKENDS = ("tf", "torch")
@@ -20,17 +21,6 @@ CATEGORIES = ["single memory component", "DQN agent"]
 #: The replay capacity the DQN builds use (as the asv build benchmarks): an Atari memory of full size
 #: would allocate gigabytes per build; the graph is the same.
 DQN_MAX_CAPACITY = 1_000
-
-
-def rss_bytes() -> int:
-    """The process's resident memory now (``/proc/self/statm``; 0 where unavailable)."""
-    import os
-
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def memory_component() -> tuple[Any, dict[str, str]]:

@@ -132,6 +132,18 @@ def lstm_apply(inputs: dict[str, Any], weights: dict[str, np.ndarray],
     ``z = [x_t, h] @ kernel + bias`` split into gates (i, f, g, o);
     ``c = sigmoid(f) * c + sigmoid(i) * tanh(g)``, ``h = sigmoid(o) * tanh(c)``.
     """
+    return _lstm_steps(inputs, weights, config, None)
+
+
+def lstm_apply_with_resets(inputs: dict[str, Any], weights: dict[str, np.ndarray],
+                           config: dict[str, Any]) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """Oracle of `LSTM.apply_with_resets`: as `lstm_apply`, with ``h`` and ``c`` of row ``b`` set to zeros
+    before step ``t`` wherever ``resets[b, t]``."""
+    return _lstm_steps(inputs, weights, config, np.asarray(inputs["resets"], bool))
+
+
+def _lstm_steps(inputs: dict[str, Any], weights: dict[str, np.ndarray], config: dict[str, Any],
+                resets: np.ndarray | None) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     x = np.asarray(inputs["inputs"])
     h, c = (np.asarray(s, np.float64) for s in inputs["initial_state"])
     kernel = np.asarray(weights["kernel"], np.float64)
@@ -139,6 +151,9 @@ def lstm_apply(inputs: dict[str, Any], weights: dict[str, np.ndarray],
     u = config["units"]
     outputs = np.zeros(x.shape[:2] + (u,))
     for t in range(x.shape[1]):
+        if resets is not None:
+            keep = ~resets[:, t, None]
+            h, c = h * keep, c * keep
         z = np.concatenate([x[:, t].astype(np.float64), h], axis=-1) @ kernel + bias
         i, f, g, o = (z[:, k * u:(k + 1) * u] for k in range(4))
         c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.graph import Component, api, graph_fn
-from harness.spaces import FloatBox, Space, Tuple
+from harness.spaces import BoolBox, FloatBox, Space, Tuple
 from reference_agents.components.common.arguments import check_initializer, check_positive_int
 
 
@@ -24,6 +24,11 @@ class LSTM(Component):
     ``float*[B,units]`` in the same dtype. Returns ``(outputs, (h, c))``:
     ``outputs`` ``[B,T,units]`` holds ``h`` after every step, ``(h, c)`` the state
     after the last (the initial state when ``T`` is 0).
+
+    ``apply_with_resets(inputs, initial_state, resets)`` does the same with a
+    `BoolBox` ``bool[B,T]`` of episode starts: where ``resets[b, t]`` is true the
+    state of row ``b`` is set to zeros before step ``t`` (a sequence that spans
+    episode ends, as an IMPALA rollout does, restarts its memory at each one).
 
     Variables (in the input's dtype): ``kernel`` ``(n + units, 4 * units)``
     (rows: the inputs, then ``h``; columns: the gates i, f, g, o) and ``bias``
@@ -64,6 +69,11 @@ class LSTM(Component):
             raise self.space_mismatch("initial_state", f"a Tuple (h, c) of {inputs.dtype.name}[B,{self.units}] "
                                       f"(the inputs' dtype)", state)
 
+        resets = input_spaces.get("resets")
+        if resets is not None and not (isinstance(resets, BoolBox) and resets.shape == ()
+                                       and resets.extra_ranks == ("B", "T")):
+            raise self.space_mismatch("resets", "a batch-major BoolBox of the inputs' ranks (bool[B,T])", resets)
+
     def create_variables(self, input_spaces: dict[str, Space]) -> None:
         """Creates ``kernel`` ``(n + units, 4 * units)`` and ``bias`` ``(4 * units,)``."""
         space = input_spaces["inputs"]
@@ -78,6 +88,12 @@ class LSTM(Component):
         outputs, h, c = self._graph_fn_apply(inputs, initial_state)
         return outputs, (h, c)
 
+    @api
+    def apply_with_resets(self, inputs: Any, initial_state: Any, resets: Any) -> Any:
+        """``(outputs [B,T,units], (h, c))`` with the state zeroed before each step where ``resets`` is true."""
+        outputs, h, c = self._graph_fn_apply_with_resets(inputs, initial_state, resets)
+        return outputs, (h, c)
+
     def _cell(self, F: Any, x: Any, h: Any, c: Any) -> tuple[Any, Any]:
         """One step of the recurrence: the new ``(h, c)``."""
         u = self.units
@@ -90,4 +106,15 @@ class LSTM(Component):
     def _graph_fn_apply(self, F: Any, inputs: Any, initial_state: Any) -> Any:
         (h, c), (hs, _) = F.scan(lambda state, x: self._cell(F, x, *state), F.transpose(inputs, [1, 0, 2]),
                                  tuple(initial_state))
+        return F.transpose(hs, [1, 0, 2]), h, c
+
+    @graph_fn(returns=3)
+    def _graph_fn_apply_with_resets(self, F: Any, inputs: Any, initial_state: Any, resets: Any) -> Any:
+        keep = F.expand_dims(1.0 - F.cast(F.transpose(resets, [1, 0]), inputs.dtype), -1)  # [T,B,1]
+
+        def step(state: Any, elems: Any) -> Any:
+            x, k = elems
+            return self._cell(F, x, state[0] * k, state[1] * k)
+
+        (h, c), (hs, _) = F.scan(step, (F.transpose(inputs, [1, 0, 2]), keep), tuple(initial_state))
         return F.transpose(hs, [1, 0, 2]), h, c

@@ -53,7 +53,7 @@ class AgentSpec(BaseModel):
     description: str = ""
     config: str
     overrides: dict[str, Any] = Field(default_factory=dict)
-    api: dict[str, str | list[str]] = Field(min_length=1)
+    api: dict[str, str | list[Any]] = Field(min_length=1)  # a space, or a list (nested for nested tuples)
     learning: LearningSpec | None = None
 
 
@@ -67,10 +67,13 @@ class LoadedAgentSpec:
     agent_class: type
     config_path: str
 
-    def output_space(self, method: str) -> Space | tuple[Space, ...]:
-        """The declared output space(s) of ``method``."""
-        text = self.spec.api[method]
-        return tuple(parse(t) for t in text) if isinstance(text, list) else parse(text)
+    def output_space(self, method: str) -> Space | tuple[Any, ...]:
+        """The declared output space(s) of ``method`` (a list declares a tuple of outputs, nested lists nested
+        tuples, e.g. an LSTM's ``(h, c)``)."""
+        def nested(text: Any) -> Any:
+            return tuple(nested(t) for t in text) if isinstance(text, list) else parse(text)
+
+        return nested(self.spec.api[method])
 
     def config(self, overrides: bool = True) -> dict[str, Any]:
         """The agent config as a dict, with the spec's ``overrides`` merged in (one level deep)."""

@@ -183,18 +183,19 @@ def _read(path: str) -> Any:
         raise ConfigError(path, [("", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {exc}")]) from None
 
 
-def load_agent_config(config: str | os.PathLike | dict[str, Any] | DQNConfig,
-                      overrides: dict[str, Any] | None = None) -> tuple[DQNConfig, str]:
-    """A checked `DQNConfig` and where it came from (the file path, or ``<dict>``).
+def load_agent_config(config: str | os.PathLike | dict[str, Any] | BaseModel,
+                      overrides: dict[str, Any] | None = None, model: type[BaseModel] = DQNConfig) -> tuple[Any, str]:
+    """A checked config (a `DQNConfig` by default) and where it came from (the file path, or ``<dict>``).
 
     Args:
-        config: a YAML or JSON file path, a dict of the same structure, or a `DQNConfig`.
+        config: a YAML or JSON file path, a dict of the same structure, or a config object.
         overrides: top-level keys to replace before checking (``{"backend": "tf", "seed": 3}``).
+        model: the config class to check against (`DQNConfig`, the IMPALA agent's `IMPALAConfig`, ...).
 
     Raises:
         ConfigError: naming the file, every key path at fault and what was expected.
     """
-    if isinstance(config, DQNConfig):
+    if isinstance(config, BaseModel):
         data, source = config.model_dump(by_alias=True), "<config>"
     elif isinstance(config, dict):
         data, source = dict(config), "<dict>"
@@ -202,14 +203,15 @@ def load_agent_config(config: str | os.PathLike | dict[str, Any] | DQNConfig,
         source = os.fspath(config)
         data = _read(source)
     else:
-        raise ConfigError("<config>", [("", f"expected a file path, a dict or a DQNConfig; got {type(config).__name__}")])
+        raise ConfigError("<config>", [("", f"expected a file path, a dict or a {model.__name__}; got "
+                                            f"{type(config).__name__}")])
     if not isinstance(data, dict):
         raise ConfigError(source, [("", f"expected a mapping at the top; got {type(data).__name__}")])
     for key, value in (overrides or {}).items():
         if value is not None:
             data[key] = value
     try:
-        return DQNConfig.model_validate(data), source
+        return model.model_validate(data), source
     except ValidationError as exc:
         problems = [(".".join(str(p) for p in err["loc"]), err["msg"].removeprefix("Value error, ")
                      + (f" (got {err['input']!r})" if err["type"] not in ("missing", "extra_forbidden")

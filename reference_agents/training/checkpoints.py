@@ -108,9 +108,9 @@ def load_run(directory: str, backend: str | None, agent_loader: Callable[[str, s
     except ValueError as exc:
         raise ValueError(f"Trainer.resume: {exc}") from None
     if agent_loader is None:
-        from reference_agents.agents import DQNAgent
+        from reference_agents.agents import load_checkpoint
 
-        agent_loader = DQNAgent.load_checkpoint
+        agent_loader = load_checkpoint  # DQN or IMPALA, by the checkpoint's format
     agent = agent_loader(ckpt, backend)
     settings = {k: state.get(k) for k in ("eval_every", "eval_episodes", "eval_envs", "target_return",
                                           "checkpoint_every")}

@@ -225,7 +225,7 @@ class Trainer:
         Args:
             directory: a run directory `save_checkpoint` wrote into.
             backend: rebuild the agent on this backend (default: the saved one).
-            agent_loader: ``fn(checkpoint_dir, backend) -> agent`` (default ``DQNAgent.load_checkpoint``).
+            agent_loader: ``fn(checkpoint_dir, backend) -> agent`` (default ``reference_agents.agents.load_checkpoint``: DQN or IMPALA by the checkpoint's format).
             **kwargs: `Trainer` arguments overriding the saved settings.
 
         Raises:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import abc
 import queue
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -90,7 +91,7 @@ class WeightStore(abc.ABC):
 
 
 class InProcessRecordQueue(RecordQueue):
-    """A `RecordQueue` on `queue.Queue` (one process, threads)."""
+    """A `RecordQueue` on `queue.Queue` (one process, threads; one consumer takes)."""
 
     def __init__(self, spec: RecordSpec, capacity: int) -> None:
         self.spec = dict(spec)
@@ -98,24 +99,27 @@ class InProcessRecordQueue(RecordQueue):
         self._closed = threading.Event()
 
     def put(self, record: dict[str, Any], timeout: float | None = None) -> None:
-        if self._closed.is_set():
-            raise QueueClosed("put: the queue is closed")
-        try:
-            self._queue.put(check_record(self.spec, record, "RecordQueue.put"), timeout=timeout)
-        except queue.Full:
-            raise TimeoutError(f"RecordQueue.put: no room within {timeout} s") from None
+        checked = check_record(self.spec, record, "RecordQueue.put")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:  # short waits, so that closing the queue wakes a put blocked on a full queue
+            if self._closed.is_set():
+                raise QueueClosed("put: the queue is closed")
+            try:
+                self._queue.put(checked, timeout=0.05)
+                return
+            except queue.Full:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"RecordQueue.put: no room within {timeout} s") from None
 
     def take(self, count: int, timeout: float | None = None) -> dict[str, np.ndarray]:
-        records = []
-        for _ in range(count):
-            try:
-                records.append(self._queue.get(timeout=0.0 if self._closed.is_set() else timeout))
-            except queue.Empty:
-                for r in reversed(records):  # what was taken goes back in front (single consumer)
-                    self._queue.queue.appendleft(r)
-                if self._closed.is_set():
-                    raise QueueClosed("take: the queue is closed and holds too few records") from None
-                raise TimeoutError(f"RecordQueue.take: {count} records did not come within {timeout} s") from None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._queue.qsize() < count:  # one consumer: once there, they stay there
+            if self._closed.is_set():
+                raise QueueClosed("take: the queue is closed and holds too few records")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"RecordQueue.take: {count} records did not come within {timeout} s")
+            time.sleep(0.005)
+        records = [self._queue.get_nowait() for _ in range(count)]
         return {k: np.stack([r[k] for r in records]) for k in self.spec}
 
     def size(self) -> int:
@@ -146,3 +150,98 @@ class InProcessWeightStore(WeightStore):
 
     def version(self) -> int:
         return self._version
+
+
+class ThreadActorLearnerExecutor:
+    """The actor-learner executor interface of `harness.execution.tf_dist.TFActorLearnerExecutor` with the
+    actors as threads of this process and in-process queues (tests, debugging, one-machine runs without
+    TF servers).
+
+    Args:
+        num_actors: actor threads.
+        queues: ``{name: (record spec, capacity)}``.
+        weights: the spec of the published weights (unused: the in-process store takes any arrays).
+        restarts: how often an actor whose body raised is restarted.
+    """
+
+    def __init__(self, num_actors: int, queues: dict[str, tuple[RecordSpec, int]], weights: RecordSpec,
+                 restarts: int = 3) -> None:
+        self.num_actors, self.restarts = int(num_actors), int(restarts)
+        self.queues = {name: InProcessRecordQueue(spec, capacity) for name, (spec, capacity) in queues.items()}
+        self.weights = InProcessWeightStore()
+        self.incarnations = [0] * self.num_actors
+        self.restarts_used = [0] * self.num_actors
+        self.failures: list[Any] = []
+        self._threads: list[threading.Thread | None] = [None] * self.num_actors
+        self._errors: list[BaseException | None] = [None] * self.num_actors
+        self._body: tuple[Any, tuple] | None = None
+        self._closed = False
+
+    def _spawn(self, index: int) -> None:
+        body, args = self._body
+
+        def run() -> None:
+            try:
+                body(_Transport(self.queues, self.weights), index, self.incarnations[index], *args)
+            except BaseException as exc:  # noqa: BLE001 - reported by poll()
+                self._errors[index] = exc
+
+        self._errors[index] = None
+        thread = threading.Thread(target=run, name=f"actor-{index}", daemon=True)
+        thread.start()
+        self._threads[index] = thread
+
+    def start_actors(self, body: Any, *args: Any) -> None:
+        """Starts every actor thread running ``body(transport, index, incarnation, *args)``."""
+        self._body = (body, args)
+        for index in range(self.num_actors):
+            self._spawn(index)
+
+    def pids(self) -> list[int | None]:
+        """No processes: one None per actor."""
+        return [None] * self.num_actors
+
+    def poll(self) -> list[Any]:
+        """Actor threads that ended since the last poll, reported (and restarted if their body raised)."""
+        from types import SimpleNamespace
+
+        reports = []
+        for index, thread in enumerate(self._threads):
+            if thread is None or thread.is_alive():
+                continue
+            error = self._errors[index]
+            restart = error is not None and self.restarts_used[index] < self.restarts and not self._closed
+            reports.append(SimpleNamespace(
+                index=index, incarnation=self.incarnations[index], exitcode=None if error is None else 1,
+                restarted=restart, message=f"actor {index} (incarnation {self.incarnations[index]}, thread) "
+                                           f"{'raised ' + repr(error) if error else 'returned'}"
+                                           + ("; restarted" if restart else "; not restarted")))
+            self._threads[index] = None
+            if restart:
+                self.restarts_used[index] += 1
+                self.incarnations[index] += 1
+                self._spawn(index)
+        self.failures.extend(reports)
+        return reports
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Closes the queues (actors' next put fails: they return) and waits for the threads."""
+        self._closed = True
+        for q in self.queues.values():
+            q.close()
+        for thread in self._threads:
+            if thread is not None:
+                thread.join(timeout)
+
+    def __enter__(self) -> "ThreadActorLearnerExecutor":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+
+class _Transport:
+    """What an actor body receives: ``queues`` by name and the ``weights`` store."""
+
+    def __init__(self, queues: dict[str, RecordQueue], weights: WeightStore) -> None:
+        self.queues, self.weights = queues, weights

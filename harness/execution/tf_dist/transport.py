@@ -10,6 +10,7 @@ Why this mechanism: docs/architecture.md ("IMPALA on distributed TensorFlow").
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -86,6 +87,7 @@ class TFRecordQueue(RecordQueue):
             self._count = tf.compat.v1.placeholder(tf.int32, [], name=f"{name}_count")
             self._dequeue = self._queue.dequeue_many(self._count)
             self._size = self._queue.size()
+            self._is_closed = self._queue.is_closed()
             self._close = self._queue.close(cancel_pending_enqueues=True)
 
     def put(self, record: dict[str, Any], timeout: float | None = None) -> None:
@@ -93,10 +95,28 @@ class TFRecordQueue(RecordQueue):
         self.session.run(self._enqueue, {self._inputs[k]: v for k, v in checked.items()}, timeout)
 
     def take(self, count: int, timeout: float | None = None) -> dict[str, np.ndarray]:
-        return self.session.run(self._dequeue, {self._count: int(count)}, timeout)
+        """The next ``count`` records; for one consumer (the learner).
+
+        TF's ``dequeue_many`` drops the records it took when its run times out, so this waits until
+        ``count`` records are there (polling `size`) and then dequeues them without a timeout.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.001
+        while self.size() < count:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"TFRecordQueue {self.name!r}.take: {count} records did not come within "
+                                   f"{timeout} s")
+            if self._closed():
+                raise QueueClosed(f"take: queue {self.name!r} is closed and holds too few records")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
+        return self.session.run(self._dequeue, {self._count: int(count)})
 
     def size(self) -> int:
         return int(self.session.run(self._size))
+
+    def _closed(self) -> bool:
+        return bool(self.session.run(self._is_closed))
 
     def close(self) -> None:
         try:

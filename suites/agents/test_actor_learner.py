@@ -1,0 +1,101 @@
+"""IMPALA's actor-learner loop in one process (actor threads, in-process queues): it learns from the actors'
+rollouts, counts each once, and fails on a rollout that was lost or came out of order."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import yaml
+
+from harness.execution.transport import (
+    InProcessRecordQueue, InProcessWeightStore, QueueClosed, ThreadActorLearnerExecutor)
+from reference_agents.agents import IMPALAAgent
+from reference_agents.training.actor_learner import ActorLearnerWorker, rollout_spec, to_record
+from reference_agents.workers import VectorEnvWorker
+
+CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "reference_agents", "configs", "impala_cartpole.yaml")
+
+
+def config(**changes):
+    with open(CONFIG) as fh:
+        cfg = yaml.safe_load(fh)
+    cfg.update({"env": {"id": "CartPole-v1", "num_envs": 4}, "rollout": {"length": 8, "batch_size": 2}}, **changes)
+    return cfg
+
+
+@pytest.fixture
+def worker():
+    agent = IMPALAAgent(config(), backend="torch", seed=1)
+    made = ActorLearnerWorker(agent, lambda r, e, w: ThreadActorLearnerExecutor(2, {"rollouts": (r, 8),
+                                                                                   "episodes": (e, 10_000)}, w))
+    yield made
+    made.close()
+
+
+def test_threads_deliver_rollouts_that_are_learned_once_each(worker):
+    before = worker.agent.get_weights()
+    stats = worker.run(num_steps=2_000)
+    assert stats.num_updates == worker.total_updates > 0 and stats.steps == worker.total_steps >= 2_000
+    assert sum(worker.received.values()) * 8 * 4 == worker.total_steps
+    assert worker.episodes and all(e.length > 0 for e in worker.episodes)
+    version, published = worker.executor.weights.read()
+    assert version == worker.total_updates + 1  # the initial publication, then one per update
+    for k, v in worker.agent.get_weights().items():
+        np.testing.assert_array_equal(published[k], v)
+    assert any(not np.array_equal(before[k], v) for k, v in worker.agent.get_weights().items())
+
+
+class NoActors(ThreadActorLearnerExecutor):
+    """The thread executor with no actors: the test puts rollouts into the queue itself."""
+
+    def start_actors(self, body, *args):
+        pass
+
+
+def test_a_lost_rollout_stops_the_learner():
+    probe = IMPALAAgent(config(), backend="torch", seed=2)
+    VectorEnvWorker.for_agent(probe, update=False).run(num_steps=4 * 8 * 4)
+    rollouts = list(probe.outbox)
+    agent = IMPALAAgent(config(), backend="torch", seed=1)
+    worker = ActorLearnerWorker(agent, lambda r, e, w: NoActors(1, {"rollouts": (r, 8), "episodes": (e, 10)}, w))
+    try:
+        queue = worker.executor.queues["rollouts"]
+        for r in (rollouts[0], rollouts[1], rollouts[3]):  # tag 2 lost on the way
+            queue.put(to_record(r, 0, 0))
+        queue.put(to_record(rollouts[0], 1, 0))
+        with pytest.raises(RuntimeError, match="rollout 3 of actor 0 .* where 2 was due: lost or reordered"):
+            worker.run(num_steps=10_000)
+        assert worker.received == {0: 2}  # the batch of tags 0 and 1 was learned from
+    finally:
+        worker.close()
+
+
+def test_in_process_queue_checks_records_and_closes():
+    spec = {"x": ("float32", (2,))}
+    q = InProcessRecordQueue(spec, 2)
+    q.put({"x": [1, 2]})
+    with pytest.raises(ValueError, match=r"record\['x'\] has shape \(3,\); the spec says \(2,\)"):
+        q.put({"x": [1, 2, 3]})
+    with pytest.raises(ValueError, match=r"missing \['x'\], unexpected \['y'\]"):
+        q.put({"y": [1, 2]})
+    with pytest.raises(TimeoutError):
+        q.take(2, timeout=0.1)
+    assert q.size() == 1
+    q.close()
+    with pytest.raises(QueueClosed):
+        q.put({"x": [0, 0]})
+    assert q.take(1)["x"].tolist() == [[1, 2]]
+    with pytest.raises(QueueClosed):
+        q.take(1)
+    store = InProcessWeightStore()
+    assert store.read() == (0, {}) and store.publish({"w": np.ones(2)}) == 1 and store.version() == 1
+
+
+def test_rollout_spec_matches_the_agents_rollouts():
+    agent = IMPALAAgent(config(network={"layers": [{"type": "dense", "units": 8}], "lstm_units": 4}),
+                        backend="torch")
+    spec = rollout_spec(agent)
+    assert spec["rollout_states"] == ("float32", (9, 4, 4)) and spec["initial_h"] == ("float32", (4, 4))
+    assert spec["resets"] == ("bool", (9, 4)) and spec["tag"] == ("int64", ())

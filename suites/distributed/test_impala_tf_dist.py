@@ -1,0 +1,133 @@
+"""IMPALA on distributed TensorFlow: learning, a killed actor, every rollout once and in order, nothing left.
+
+Each test starts a learner task server and actor processes on free ports of 127.0.0.1 (a
+`TFActorLearnerExecutor`), and its fixture closes them whether the test passes or fails, then checks
+that no process is alive and every port can be bound again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+from harness.execution.tf_dist import TFActorLearnerExecutor, TFRecordQueue
+from harness.execution.transport import QueueClosed
+from reference_agents.agents import IMPALAAgent
+from reference_agents.training import Trainer
+from reference_agents.training.actor_learner import ActorLearnerWorker
+
+pytestmark = pytest.mark.distributed
+
+CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "reference_agents", "configs", "impala_cartpole.yaml")
+
+
+def config(**changes):
+    with open(CONFIG) as fh:
+        cfg = yaml.safe_load(fh)
+    cfg.update(changes)
+    return cfg
+
+
+def port_free(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a server binds: TIME_WAIT is no owner
+        try:
+            sock.bind((host, int(port)))
+            return True
+        except OSError:
+            return False
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:  # a zombie is gone for our purposes
+        return fh.read().split()[2] != "Z"
+
+
+@pytest.fixture
+def learner():
+    """``make(config, actors) -> ActorLearnerWorker`` on a TF cluster; everything closed and checked after."""
+    made = []
+
+    def make(cfg, actors=2, **kwargs):
+        agent = IMPALAAgent(cfg, backend="torch", seed=0)
+        worker = ActorLearnerWorker(agent, lambda r, e, w: TFActorLearnerExecutor(
+            actors, {"rollouts": (r, 8), "episodes": (e, 100_000)}, w), **kwargs)
+        made.append(worker)
+        return worker
+
+    yield make
+    for worker in made:
+        pids = [p for p in worker.executor.pids() if p is not None] + [worker.executor._server.pid]
+        worker.close()
+        deadline = time.monotonic() + 15
+        while any(alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [p for p in pids if alive(p)], "actor or server processes outlived the executor"
+        cluster = worker.executor.cluster
+        for address in cluster["learner"] + cluster["actor"]:
+            assert port_free(address), f"port {address} still taken after shutdown"
+
+
+def test_impala_learns_cartpole_on_distributed_tf(learner, record_property):
+    worker = learner(config(), actors=2)
+    trainer = Trainer(worker.agent, worker=worker, progress=False, max_seconds=170)
+    start = time.perf_counter()
+    result = trainer.train(400_000)
+    record_property("learning", f"solved at {result.solved_at_step} env steps in {time.perf_counter() - start:.0f} s "
+                                f"(2 actor processes); rollouts per actor {dict(worker.received)}")
+    assert result.solved_at_step is not None, [(r["env_steps"], r["screen_return"]) for r in result.history]
+    assert sum(worker.received.values()) * 20 * 16 == worker.total_steps
+
+
+def test_a_killed_actor_is_restarted_and_rollouts_arrive_once_in_order(learner, capsys):
+    worker = learner(config(rollout={"length": 10, "batch_size": 2}), actors=2)
+    for _ in range(40):  # until both actors (started one after the other on 2 cores) have delivered
+        worker.run(num_steps=1_600)
+        if set(worker.received) == {0, 1}:
+            break
+    first = dict(worker.received)
+    assert set(first) == {0, 1}
+    worker.executor.kill(0)
+    deadline = time.monotonic() + 90
+    while worker._next_tag.get((0, 1), 0) < 2 and time.monotonic() < deadline:  # the new actor 0 starts (~10 s)
+        worker.run(num_steps=1_600)
+    reports = worker.executor.failures
+    assert [(r.index, r.incarnation, r.restarted) for r in reports] == [(0, 0, True)], reports
+    assert "actor 0 (incarnation 0" in capsys.readouterr().err
+    # the restarted actor's rollouts arrived: tags of incarnation 1 were checked from 0 on
+    assert worker._next_tag.get((0, 1), 0) >= 2 and worker.received[0] > first[0]
+    # every rollout learned from counted once: env steps are exactly those of the rollouts
+    assert sum(worker.received.values()) * 10 * 16 == worker.total_steps
+
+
+def test_transport_queue_and_weights_over_grpc():
+    spec = {"x": ("float32", (2,)), "tag": ("int64", ())}
+    with TFActorLearnerExecutor(1, {"q": (spec, 4)}, {"w": ("float32", (3,))}) as ex:
+        assert ex.weights.read()[0] == 0
+        assert ex.weights.publish({"w": np.arange(3, dtype=np.float32)}) == 1
+        assert ex.weights.publish({"w": np.ones(3, np.float32)}) == 2
+        version, weights = ex.weights.read()
+        assert version == 2 and weights["w"].tolist() == [1, 1, 1]
+        queue: TFRecordQueue = ex.queues["q"]
+        for tag in range(3):
+            queue.put({"x": [tag, tag], "tag": tag})
+        with pytest.raises(ValueError, match=r"record\['x'\] has shape \(3,\)"):
+            queue.put({"x": [1, 2, 3], "tag": 0})
+        got = queue.take(2, timeout=5)
+        assert got["tag"].tolist() == [0, 1] and got["x"].shape == (2, 2)
+        with pytest.raises(TimeoutError):
+            queue.take(2, timeout=0.5)
+        assert queue.size() == 1  # a timed-out take leaves the queue as it was
+        queue.close()
+        with pytest.raises(QueueClosed):
+            queue.put({"x": [0, 0], "tag": 9})

@@ -95,12 +95,13 @@ class IMPALAAgent(IMPALACheckpointMixin):
         layers = nature_dqn_layers() if cfg.network.layers == "nature" else cfg.network.layers
         try:
             return IMPALAGraph(self.num_actions, layers, self.units, cfg.loss.model_dump(),
-                               cfg.optimizer.model_dump())
+                               cfg.optimizer.model_dump(), cfg.preprocessing or None)
         except (ValueError, TypeError) as exc:
             text = str(exc)
             key = next((k for k, words in (("network", ("NeuralNetwork", "Dense", "Conv2D", "LSTM")),
                                            ("loss", ("IMPALALoss", "VTrace")),
-                                           ("optimizer", ("RMSProp", "Adam", "SGD", "learning_rate")))
+                                           ("optimizer", ("RMSProp", "Adam", "SGD", "learning_rate")),
+                                           ("preprocessing", ("Preprocessor", "preprocess")))
                         if any(w in text for w in words)), "")
             raise ConfigError(self.config_source, [(key, text)]) from None
 

@@ -7,6 +7,7 @@
     seed: 0
     env: {id: CartPole-v1, num_envs: 16}
     network: {layers: [{type: dense, units: 64, activation: relu}], lstm_units: null}
+    preprocessing: []                      # stateless in-graph preprocessors (Atari: [{type: divide, divisor: 255}])
     rollout: {length: 20, batch_size: 1}   # T steps of every env per rollout; rollouts per learner update
     loss: {gamma: 0.99, baseline_cost: 0.5, entropy_cost: 0.01, rho_bar: 1.0, c_bar: 1.0, rho_bar_pg: 1.0}
     optimizer: {type: rmsprop, learning_rate: 0.0006, decay: 0.99, epsilon: 0.1, clip_grad_norm: 40}
@@ -69,6 +70,7 @@ class IMPALAConfig(_Section):
     seed: int = 0
     env: EnvConfig
     network: IMPALANetworkConfig
+    preprocessing: list[dict[str, Any]] = Field(default_factory=list, description="stateless in-graph preprocessors")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     loss: IMPALALossConfig = Field(default_factory=IMPALALossConfig)
     optimizer: IMPALAOptimizerConfig = Field(default_factory=IMPALAOptimizerConfig)

@@ -15,6 +15,7 @@ from reference_agents.components.losses import IMPALALoss
 from reference_agents.components.nn import LSTM, NeuralNetwork
 from reference_agents.components.optimizers import SGD, Adam, RMSProp
 from reference_agents.components.policies import CategoricalAdapter
+from reference_agents.components.preprocessors import PreprocessorStack
 
 OPTIMIZERS = {"rmsprop": RMSProp, "adam": Adam, "sgd": SGD}
 
@@ -22,7 +23,7 @@ OPTIMIZERS = {"rmsprop": RMSProp, "adam": Adam, "sgd": SGD}
 class IMPALAGraph(Component):
     """The root of an IMPALA agent's graph (Espeholt et al. 2018): actor and learner methods over one policy.
 
-    Sub-components: ``torso`` (a `NeuralNetwork`), ``lstm`` (an `LSTM`, only with ``lstm_units``),
+    Sub-components: ``preprocessor`` (a stateless `PreprocessorStack`, optional), ``torso`` (a `NeuralNetwork`), ``lstm`` (an `LSTM`, only with ``lstm_units``),
     ``policy`` (a `CategoricalAdapter`: the logits layer and sampling), ``value`` (a one-unit `Dense`),
     ``fold_*``/``unfold_*`` (time-major rollouts folded to one batch rank for the layers and back), ``loss`` (`IMPALALoss`) and ``optimizer`` (over the
     policy's variables).
@@ -53,14 +54,20 @@ class IMPALAGraph(Component):
         lstm_units: the LSTM's size, or None for a feed-forward policy.
         loss: `IMPALALoss` arguments.
         optimizer: ``{type: rmsprop|adam|sgd, ...}`` with the optimizer's arguments.
+        preprocessing: stateless preprocessor dicts run on observations before the torso (e.g. divide by 255).
         scope: the component's name.
     """
 
     spec_exempt = "the whole IMPALA graph: specced as an agent under specs/agents (suites/agents)"
 
     def __init__(self, num_actions: int, layers: list[dict[str, Any]], lstm_units: int | None,
-                 loss: dict[str, Any], optimizer: dict[str, Any], scope: str = "impala") -> None:
+                 loss: dict[str, Any], optimizer: dict[str, Any], preprocessing: list[dict[str, Any]] | None = None,
+                 scope: str = "impala") -> None:
         self.num_actions = int(num_actions)
+        self.preprocessor = PreprocessorStack(preprocessing, scope="preprocessor") if preprocessing else None
+        if self.preprocessor is not None and self.preprocessor.stateful:
+            raise ValueError("IMPALAGraph: preprocessing must be stateless (the learner preprocesses the rollouts' "
+                             "observations again); stack frames env-side (env.atari: true)")
         self.torso = NeuralNetwork(layers, scope="torso")
         self.lstm = LSTM(int(lstm_units), scope="lstm") if lstm_units else None
         self.policy = CategoricalAdapter(self.num_actions, scope="policy")
@@ -77,7 +84,12 @@ class IMPALAGraph(Component):
         cls = OPTIMIZERS[optimizer.pop("type", "rmsprop")]
         trained = [self.torso, *([self.lstm] if self.lstm else []), self.policy, self.value]
         self.optimizer = cls(variables_of=trained, scope="optimizer", **optimizer)
-        super().__init__(*trained, *reshapes, self.loss, self.optimizer, scope=scope)
+        pre = [self.preprocessor] if self.preprocessor is not None else []
+        super().__init__(*pre, *trained, *reshapes, self.loss, self.optimizer, scope=scope)
+
+    def _torso(self, states: Any) -> Any:
+        """The torso's features of observations ``[B, ...]`` (preprocessed first, if configured)."""
+        return self.torso.apply(self.preprocessor.preprocess(states) if self.preprocessor is not None else states)
 
     # ---- acting ---------------------------------------------------------------------------------------
     def _heads(self, features: Any) -> tuple[Any, Any]:
@@ -85,24 +97,24 @@ class IMPALAGraph(Component):
 
     def _step_features(self, states: Any, initial_state: Any) -> tuple[Any, Any]:
         """Features of one step ``[B,n]`` through the torso and the LSTM, and the LSTM's new state."""
-        outputs, state = self.lstm.apply(self._graph_fn_one_step(self.torso.apply(states)), initial_state)
+        outputs, state = self.lstm.apply(self._graph_fn_one_step(self._torso(states)), initial_state)
         return self._graph_fn_squeeze_step(outputs), state
 
     @api
     def act(self, states: Any) -> Any:
         """Sampled actions, their behaviour logits and the value estimates for a batch of states."""
-        logits, values = self._heads(self.torso.apply(states))
+        logits, values = self._heads(self._torso(states))
         return self.policy.sample_action(logits), logits, values
 
     @api
     def act_greedy(self, states: Any) -> Any:
         """The most likely actions for a batch of states."""
-        return self.policy.greedy_action(self.policy.logits(self.torso.apply(states)))
+        return self.policy.greedy_action(self.policy.logits(self._torso(states)))
 
     @api
     def values(self, states: Any) -> Any:
         """The value estimates ``float32[B]`` of a batch of states."""
-        return self._graph_fn_squeeze_last(self.value.apply(self.torso.apply(states)))
+        return self._graph_fn_squeeze_last(self.value.apply(self._torso(states)))
 
     @api
     def act_recurrent(self, states: Any, initial_state: Any) -> Any:
@@ -140,7 +152,7 @@ class IMPALAGraph(Component):
 
     def _rollout_features(self, rollout_states: Any, initial_state: Any = None, resets: Any = None) -> Any:
         """Folded features ``[(T+1)*B, n]`` of a rollout (through the LSTM from ``initial_state`` if any)."""
-        features = self.torso.apply(self.fold_states.fold(rollout_states))
+        features = self._torso(self.fold_states.fold(rollout_states))
         if initial_state is None:
             return features
         features = self.unfold_features.unfold(features, rollout_states)

@@ -280,6 +280,16 @@ def cmd_train(args: argparse.Namespace) -> int:
                "target_return": args.target_return, "screen_episodes": args.screen_episodes,
                "checkpoint_every": args.checkpoint_every,
                "max_seconds": args.max_seconds, "progress": progress, "log_evals": not args.quiet}
+    from spacegraph.train_apex import cmd_train_apex, wants_apex
+
+    try:
+        config_path = resolve_config(args.config) if args.config is not None and args.resume is None else None
+    except ConfigError as exc:
+        return fail(str(exc))
+    if wants_apex(args, config_path):
+        return cmd_train_apex(args, options, fail, _train_summary, resolve_config, DEFAULT_TRAIN_STEPS)
+    if args.workers is not None or args.shards is not None or args.address is not None:
+        return fail("--workers, --shards and --address are for distributed training: give --executor ray (or local)")
     try:
         if args.resume is not None:
             if args.seed is not None:
@@ -435,6 +445,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
     train.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is not "
                                                                "a terminal")
+    train.add_argument("--executor", choices=["local", "ray"],
+                       help="train Ape-X (distributed prioritized replay) from the config: its workers and replay "
+                            "shards as Ray actors (ray) or in this process (local); an 'agent: apex' config "
+                            "defaults to local")
+    train.add_argument("--workers", type=_positive_int, help="Ape-X acting workers (default: the config's "
+                                                             "apex.workers)")
+    train.add_argument("--shards", type=_positive_int, help="Ape-X prioritized replay shards (apex.shards)")
+    train.add_argument("--address", help="join the Ray cluster at ADDR (host:port or auto) instead of starting "
+                                         "one on 127.0.0.1")
     train.add_argument("--verbose", dest="verbose_logs", action="store_true", default=argparse.SUPPRESS,
                       help=verbose_help)
     train.set_defaults(fn=cmd_train)

@@ -21,6 +21,7 @@ LAYERS = [
     ["spacegraph.cli"],                                  # the `spacegraph` command
     ["spacegraph"],                                      # demo, report scenarios against peers
     ["reference_agents.training"],                       # Trainer behind `spacegraph train`
+    ["reference_agents.agents.apex"],                    # Ape-X coordination (workers, shards, learner loop)
     ["reference_agents.workers"],                        # vectorised env workers
     ["reference_agents.agents"],                         # agents: configs, root components, Listing-2 API
     ["reference_agents.environments"],                   # env factories, Atari frames
@@ -28,12 +29,46 @@ LAYERS = [
     ["reference_agents"],                                # the component library (components/)
     ["harness.measure", "harness.testing"],              # generic measurement; the test harness
     ["harness.specs"],                                   # spec files: schema, loading, coverage
-    ["harness.execution"],                               # executors, strategies, serialization
+    ["harness.execution.ray"],                           # the Ray executor: the one package that imports ray
+    ["harness.execution"],                               # executors, strategies, serialization, actor interfaces
     ["harness.backends"],                                # TF and PyTorch: variables, ops namespace F
     ["harness.graph"],                                   # components, assembly, build (backend-free)
     ["harness.spaces"],                                  # spaces (NumPy only)
     ["harness"],                                         # the package root (version)
 ]
+
+
+#: The modules that may import ray: the Ray executor, and the RLlib comparisons of the reports (peers run there).
+RAY_IMPORTERS = ("harness.execution.ray", "spacegraph.reports")
+
+
+def ray_importers(root: Path = REPO) -> dict[str, list[str]]:
+    """``module -> ["file:line", ...]`` for every module of the three packages that imports ray (any form)."""
+    import ast
+
+    found: dict[str, list[str]] = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for node in ast.walk(tree):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                if any(n == "ray" or n.startswith("ray.") for n in names):
+                    module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+                    found.setdefault(module, []).append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def _ray_violations(root: Path = REPO) -> list[str]:
+    return [f"{module} imports ray ({', '.join(where)}); only {RAY_IMPORTERS} may"
+            for module, where in ray_importers(root).items()
+            if not any(module == p or module.startswith(p + ".") for p in RAY_IMPORTERS)]
+
+
+def test_only_the_ray_executor_imports_ray():
+    """Agents, components, workers, training and the harness outside ``harness.execution.ray`` know no Ray."""
+    assert not _ray_violations(), "\n".join(_ray_violations())
+    assert "harness.execution.ray.executor" in ray_importers()  # the scan sees the executor's own import
 
 
 def _graph(root: Path = REPO):
@@ -91,3 +126,15 @@ def test_type_checking_imports_are_not_edges(tree_copy):
     (tree_copy / "harness/spaces/planted.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from reference_agents.agents import DQNAgent\n")
     assert check_layers(import_graph(PACKAGES, tree_copy), LAYERS) == []
+
+
+@pytest.mark.parametrize("module,line", [
+    ("reference_agents/agents/apex/planted.py", "import ray\n"),
+    ("harness/execution/planted.py", "def f():\n    from ray.exceptions import RayActorError\n"),
+    ("reference_agents/training/planted.py", "import ray.util as u\n"),
+])
+def test_planted_ray_import_fails(tree_copy, module, line):
+    (tree_copy / module).write_text(line)
+    problems = _ray_violations(tree_copy)
+    planted = module[:-3].replace("/", ".")
+    assert any(p.startswith(planted + " imports ray") for p in problems), problems

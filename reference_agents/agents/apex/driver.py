@@ -1,0 +1,513 @@
+"""`ApexDriver`: Ape-X's coordination loop on the driver, written against `ActorExecutor` (no Ray import).
+
+N `ApexWorker` actors sample n-step transitions with initial priorities, the driver tags them and sends
+each batch to one of M `ReplayShard` actors (round robin over the live ones), and the `ApexLearner` learns
+from the shards in its own threads. The driver has `VectorEnvWorker`'s interface (``run``, ``evaluate``,
+``episodes``, counters, ``state_dict``), so the `Trainer` behind ``spacegraph train`` drives it unchanged:
+same progress bar, metrics files, learning curve and checkpoints.
+
+Faults: a worker whose call fails (its process died, or its environment raised) is restarted, moves its
+seed on and gets the latest weights; a shard that dies is reported by name (``shard_failures``), the
+learner goes on with the others, and it comes back empty or from its last snapshot. The ledger counts
+every transition: ``produced = held + evicted + lost`` (`ledger`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from typing import Any, Callable, TextIO
+
+import numpy as np
+
+from harness.execution.actors import ActorExecutor, ActorFailure, ActorHandle, Future
+from reference_agents.agents.apex.config import ApexConfig, load_apex_config
+from reference_agents.agents.apex.learner import ApexLearner
+from reference_agents.agents.apex.shard import ReplayShard
+from reference_agents.agents.apex.agent import ApexAgent
+from reference_agents.agents.apex.worker import ApexWorker
+from reference_agents.agents.replay_stores import BATCH_LAYOUTS
+from reference_agents.components.explorations import apex_epsilons
+from reference_agents.workers import Episode, VectorEnvWorker, WorkerStats
+
+SHARD_FILE = "shard-{}.npz"
+
+
+@dataclasses.dataclass
+class _ShardBook:
+    """The driver's account of one shard: what it sent, what the shard confirmed, what died with it."""
+
+    sent: int = 0
+    in_flight: int = 0
+    last: dict[str, Any] = dataclasses.field(default_factory=dict)   # the shard's last `stats`
+    restored: int = 0            # transitions the current incarnation started with (from a snapshot)
+    evicted_base: int = 0        # the current incarnation's `evicted` count when it started (a snapshot's)
+    sampled_base: int = 0
+    lost: int = 0                # held at a death plus adds in flight then, less what came back
+    evicted_before: int = 0      # evicted by earlier incarnations
+    sampled_before: int = 0
+    deaths: int = 0
+
+
+class ApexDriver:
+    """Runs Ape-X: workers and shards as actors of ``executor``, the learner here.
+
+    Args:
+        config: an Ape-X or DQN config (file, dict or object; see `load_apex_config`).
+        executor: where the actors run (`InProcessActorExecutor`, `RayActorExecutor`); the caller shuts it down.
+        backend, seed: override the config's.
+        workers, shards: override ``apex.workers`` / ``apex.shards``.
+        snapshot_dir: where shards write snapshots (default: a temporary folder when ``apex.snapshot_every`` is set).
+        stream: where shard failures are reported (default ``sys.stderr``).
+        timeout: seconds any one actor call may take before the run fails.
+    """
+
+    def __init__(self, config: Any, executor: ActorExecutor, *, backend: str | None = None, seed: int | None = None,
+                 workers: int | None = None, shards: int | None = None, snapshot_dir: str | None = None,
+                 stream: TextIO | None = None, timeout: float = 300.0) -> None:
+        self.config, self.config_source = load_apex_config(config, {"backend": backend, "seed": seed},
+                                                           {"workers": workers, "shards": shards})
+        cfg: ApexConfig = self.config
+        # batches and weights that arrive from an object store are read-only; the graph only reads them
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        self.executor, self.timeout = executor, float(timeout)
+        self.stream = stream if stream is not None else sys.stderr
+        # the learner's graph; it never acts in training, so its epsilon is the workers' base rate (the
+        # metrics' "epsilon" column)
+        self.agent = ApexAgent(cfg, exploration={"type": "constant", "value": cfg.apex.epsilon})
+        self.backend, self.seed = self.agent.backend, self.agent.seed
+        self.num_workers, self.num_shards = cfg.apex.workers, cfg.apex.shards
+        self.epsilons = apex_epsilons(self.num_workers, cfg.apex.epsilon, cfg.apex.alpha)
+        self.num_envs = self.num_workers * cfg.env.num_envs
+        self.frames_per_step = 1.0
+        self.snapshot_dir = snapshot_dir
+        self.episodes: list[Episode] = []
+        self.total_steps = self.total_frames = 0
+        self.produced = 0                       # transitions received from workers (and sent to shards)
+        self.resets = 1
+        self.worker_failures: list[dict[str, Any]] = []
+        self.shard_failures: list[dict[str, Any]] = []
+        self.books = [_ShardBook() for _ in range(self.num_shards)]
+        self.workers: list[ActorHandle] = []
+        self.shards: list[ActorHandle] = []
+        self.learner: ApexLearner | None = None
+        self._dead_shards: dict[int, tuple[int, str]] = {}
+        self._dead_lock = threading.Lock()
+        self._sent_version = 0
+        self._next_shard = 0
+        self._next_snapshot: int | None = None
+        self._has_snapshot = [False] * self.num_shards
+        self._eval_worker: VectorEnvWorker | None = None
+        self._restore_state: dict[str, Any] | None = None
+        self._started = False
+
+    # ---- start and stop ---------------------------------------------------------------------------------
+    def _shard_args(self, j: int) -> tuple:
+        cfg = self.config
+        mem = cfg.memory
+        frames = None
+        if mem.type == "frames":
+            shape = self.agent.state_space.shape
+            frames = (tuple(shape[:-1]), int(shape[-1]))
+        return (f"shard-{j}", cfg.shard_capacity(), frames, mem.alpha, mem.beta, mem.epsilon,
+                mem.compression if mem.type == "frames" else None, BATCH_LAYOUTS.get(self.backend, "nchw_view"),
+                self.seed + 100 + j)
+
+    def start(self) -> None:
+        """Starts the shard and worker actors and the learner threads, and sends the first weights."""
+        if self._started:
+            return
+        cfg = self.config
+        a = cfg.apex
+        self.shards = [self.executor.start(f"shard-{j}", ReplayShard, *self._shard_args(j), restarts=a.restarts,
+                                           cpus=a.shard_cpus) for j in range(self.num_shards)]
+        whole = cfg.model_dump(by_alias=True)
+        self.workers = [self.executor.start(f"worker-{i}", ApexWorker, whole, i, float(self.epsilons[i]),
+                                            restarts=a.restarts, cpus=a.worker_cpus) for i in range(self.num_workers)]
+        infos = [w.call("info") for w in self.workers] + [s.call("ping") for s in self.shards]
+        try:
+            answers = [f.result(timeout=self.timeout) for f in infos]
+        except ActorFailure as failure:
+            raise RuntimeError(f"ApexDriver: an actor did not start: {failure}") from None
+        self.frames_per_step = float(answers[0]["frames_per_step"])
+        if self.snapshot_dir is None and a.snapshot_every is not None:
+            self.snapshot_dir = tempfile.mkdtemp(prefix="apex-shards-")
+        if a.snapshot_every is not None:
+            self._next_snapshot = self.total_steps + a.snapshot_every
+        self.learner = ApexLearner(self.agent, self.shards, cfg.update.batch_size, a.prefetch, a.publish_every,
+                                   self.executor.put, self._allowed_updates, self._on_shard_failure,
+                                   sample_timeout=self.timeout)
+        if self._restore_state is not None:
+            self.learner.updates = int(self._restore_state.get("learner_updates", 0))
+            self.learner.records_learned = int(self._restore_state.get("records_learned", 0))
+        self.learner.start()
+        self._started = True
+        self._send_weights()
+
+    def close(self) -> None:
+        """Stops the learner threads and closes the evaluation environments (the executor stays the caller's)."""
+        if self.learner is not None:
+            self.learner.stop()
+        if self._eval_worker is not None:
+            self._eval_worker.close()
+            self._eval_worker = None
+
+    # ---- schedules ----------------------------------------------------------------------------------------
+    def _due(self, steps: int) -> int:
+        u = self.config.update
+        if steps < u.start_after:
+            return 0
+        return ((steps - u.start_after) // u.every + 1) * u.repeats
+
+    def _allowed_updates(self) -> int:
+        if self.total_steps < self.config.update.start_after:
+            return 0
+        return self._due(self.total_steps) if self.config.apex.throttle else sys.maxsize
+
+    def _may_sample(self, planned_steps: int) -> bool:
+        if not self.config.apex.throttle or self.learner is None:
+            return True
+        return self._due(planned_steps) - self.learner.updates <= self.config.apex.max_update_lag
+
+    # ---- weights --------------------------------------------------------------------------------------------
+    def _send_weights(self, only: list[int] | None = None) -> list[Future]:
+        assert self.learner is not None and self.learner.published is not None
+        ref, version = self.learner.published
+        targets = range(self.num_workers) if only is None else only
+        futures = [self.workers[i].call("set_weights", ref, version) for i in targets]
+        if only is None:
+            self._sent_version = version
+        return futures
+
+    # ---- faults ------------------------------------------------------------------------------------------------
+    def _on_shard_failure(self, j: int, incarnation: int, failure: ActorFailure) -> None:
+        with self._dead_lock:
+            if self.shards[j].incarnation == incarnation:
+                self._dead_shards.setdefault(j, (incarnation, str(failure)))
+
+    def _restart_worker(self, i: int, failure: ActorFailure) -> None:
+        handle = self.workers[i]
+        self.worker_failures.append({"name": handle.name, "at_step": self.total_steps, "died": failure.died,
+                                     "error": failure.detail.splitlines()[0] if failure.detail else ""})
+        self.stream.write(f"Ape-X: worker {handle.name!r} failed at env step {self.total_steps:,} "
+                          f"({'died' if failure.died else 'raised'}); restarting it\n")
+        self.stream.flush()
+        self.executor.restart(handle)
+        handle.call("set_incarnation", handle.incarnation).result(timeout=self.timeout)
+        for f in self._send_weights([i]):
+            f.result(timeout=self.timeout)
+
+    def _handle_dead_shards(self, adds: dict[Future, tuple]) -> None:
+        with self._dead_lock:
+            dead, self._dead_shards = self._dead_shards, {}
+        for j, (incarnation, reason) in dead.items():
+            handle, book = self.shards[j], self.books[j]
+            in_flight = sum(n for f, (k, n, inc, _) in adds.items() if k == j and inc == incarnation)
+            for f in [f for f, (k, _, inc, _) in adds.items() if k == j and inc == incarnation]:
+                del adds[f]    # written off: whatever they answer, the shard's contents are gone
+            held = int(book.last.get("size", 0))
+            book.evicted_before += int(book.last.get("evicted", 0)) - book.evicted_base
+            book.sampled_before += int(book.last.get("sampled", 0)) - book.sampled_base
+            book.in_flight -= in_flight
+            book.deaths += 1
+            self.executor.restart(handle)
+            restored = 0
+            path = self._snapshot_path(j)
+            if path is not None and self._has_snapshot[j]:
+                stats = handle.call("load", path).result(timeout=self.timeout)
+                restored = int(stats["size"])
+                book.last = stats
+            else:
+                book.last = {}
+            book.restored = restored
+            book.evicted_base, book.sampled_base = int(book.last.get("evicted", 0)), int(book.last.get("sampled", 0))
+            book.lost += held + in_flight - restored
+            self.shard_failures.append({"name": handle.name, "at_step": self.total_steps, "lost": held + in_flight
+                                        - restored, "restored": restored, "reason": reason.splitlines()[0]})
+            self.stream.write(f"Ape-X: replay shard {handle.name!r} died at env step {self.total_steps:,} "
+                              f"({reason.splitlines()[0][:160]}); it held {held:,} transitions, {in_flight:,} more "
+                              f"were on their way; restarted {'from its snapshot with ' + format(restored, ',') if restored else 'empty'}\n")
+            self.stream.flush()
+            assert self.learner is not None
+            self.learner.shard_live[j] = True
+
+    # ---- snapshots ------------------------------------------------------------------------------------------------
+    def _snapshot_path(self, j: int) -> str | None:
+        return None if self.snapshot_dir is None else os.path.join(self.snapshot_dir, SHARD_FILE.format(j))
+
+    def save_shards(self, directory: str) -> list[dict[str, Any]]:
+        """Every shard writes its snapshot into ``directory`` (``shard-J.npz``); returns their stats."""
+        futures = [s.call("save", os.path.join(directory, SHARD_FILE.format(j))) for j, s in enumerate(self.shards)]
+        return [f.result(timeout=self.timeout) for f in futures]
+
+    def load_shards(self, directory: str) -> list[dict[str, Any]]:
+        """Every shard loads its snapshot from ``directory`` (a resume; after `start`); returns their stats.
+
+        Raises:
+            ValueError: naming the shard file that is missing or unreadable.
+        """
+        self.start()
+        out = []
+        for j, handle in enumerate(self.shards):
+            path = os.path.join(directory, SHARD_FILE.format(j))
+            if not os.path.exists(path):
+                raise ValueError(f"ApexDriver.load_shards: {path} is missing (the run had {self.num_shards} shards)")
+            try:
+                stats = handle.call("load", path).result(timeout=self.timeout)
+            except ActorFailure as failure:
+                raise ValueError(f"ApexDriver.load_shards: {failure}") from None
+            self.books[j].last = stats
+            out.append(stats)
+        return out
+
+    def _snapshot(self) -> None:
+        assert self.snapshot_dir is not None
+        for j, stats in enumerate(self.save_shards(self.snapshot_dir)):
+            self._has_snapshot[j] = True
+
+    # ---- running ------------------------------------------------------------------------------------------------
+    def _on_sample(self, i: int, out: dict[str, Any], adds: dict[Future, tuple]) -> list[Episode]:
+        per_worker = self.config.env.num_envs
+        finished = []
+        for e in out["episodes"]:
+            finished.append(Episode(i * per_worker + int(e["env_id"]), float(e["episode_return"]), int(e["length"]),
+                                    bool(e["terminated"]), bool(e["truncated"]), 0, 0))
+        self.total_steps += int(out["steps"])
+        self.total_frames = int(round(self.total_steps * self.frames_per_step))
+        finished = [dataclasses.replace(e, end_step=self.total_steps, end_frame=self.total_frames) for e in finished]
+        self.episodes.extend(finished)
+        records = out["records"]
+        n = len(records["actions"])
+        if n:
+            tags = np.arange(self.produced, self.produced + n, dtype=np.int64)
+            self.produced += n
+            j = self._pick_shard()
+            assert self.learner is not None
+            fut = self.shards[j].call("add", records, out["priorities"], tags)
+            adds[fut] = (j, n, self.shards[j].incarnation, tags[0])
+            self.books[j].sent += n
+            self.books[j].in_flight += n
+        return finished
+
+    def _pick_shard(self) -> int:
+        assert self.learner is not None
+        for k in range(self.num_shards):
+            j = (self._next_shard + k) % self.num_shards
+            if self.learner.shard_live[j] and j not in self._dead_shards:
+                self._next_shard = j + 1
+                return j
+        j = self._next_shard % self.num_shards   # all dead at this moment: the add fails and is counted lost
+        self._next_shard = j + 1
+        return j
+
+    def run(self, num_steps: int | None = None, num_episodes: int | None = None,
+            callback: Callable[[WorkerStats], Any] | None = None, callback_every: int = 1000) -> WorkerStats:
+        """Acts and learns until ``num_steps`` more env steps (summed over all workers' environments) or
+        ``num_episodes`` more episodes; `VectorEnvWorker.run`'s contract (the callback may stop it early).
+
+        Sample calls are issued only while the steps asked for are not all on their way, and the run ends
+        with every call answered, so counts, shards and ledger agree when it returns.
+        """
+        for name, value in (("num_steps", num_steps), ("num_episodes", num_episodes),
+                            ("callback_every", callback_every)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                                      or value <= 0):
+                raise ValueError(f"ApexDriver.run: {name} must be a positive int or None; got {value!r}")
+        if num_steps is None and num_episodes is None:
+            raise ValueError("ApexDriver.run: give num_steps and/or num_episodes")
+        self.start()
+        learner = self.learner
+        assert learner is not None
+        a = self.config.apex
+        stats = WorkerStats()
+        start_steps, start, start_updates = self.total_steps, time.perf_counter(), learner.updates
+        target = None if num_steps is None else start_steps + num_steps
+        samples: dict[Future, int] = {}
+        adds: dict[Future, tuple] = {}
+        others: list[Future] = []
+        stop = False
+        next_callback = callback_every
+        learner.active.set()
+        try:
+            while True:
+                learner.check()
+                if self._dead_shards:
+                    self._handle_dead_shards(adds)
+                if learner.published is not None and learner.published[1] > self._sent_version:
+                    others.extend(self._send_weights())
+                if self._next_snapshot is not None and self.total_steps >= self._next_snapshot and not adds:
+                    self._snapshot()
+                    self._next_snapshot = self.total_steps + a.snapshot_every
+                busy = set(samples.values())
+                planned = self.total_steps + len(samples) * a.sample_steps
+                for i in range(self.num_workers):
+                    if stop or i in busy or (target is not None and planned >= target) or not self._may_sample(planned):
+                        continue
+                    samples[self.workers[i].call("sample", a.sample_steps)] = i
+                    planned += a.sample_steps
+                pending = list(samples) + list(adds) + others
+                if not pending:
+                    if stop or (target is not None and self.total_steps >= target):
+                        break
+                    time.sleep(0.002)      # throttled: the learner is catching up
+                    continue
+                ready, _ = self.executor.wait(pending, num_returns=1, timeout=0.05)
+                for fut in ready:
+                    if fut in samples:
+                        i = samples.pop(fut)
+                        try:
+                            out = fut.result(timeout=self.timeout)
+                        except ActorFailure as failure:
+                            self._restart_worker(i, failure)
+                            continue
+                        stats.episodes.extend(self._on_sample(i, out, adds))
+                    elif fut in adds:
+                        j, n, incarnation, _ = adds.pop(fut)
+                        try:
+                            result = fut.result(timeout=self.timeout)
+                        except ActorFailure as failure:
+                            self._on_shard_failure(j, incarnation, failure)
+                            adds[fut] = (j, n, incarnation, None)   # counted lost when the death is handled
+                            self._handle_dead_shards(adds)
+                            continue
+                        self.books[j].in_flight -= n
+                        self.books[j].last = result
+                    else:
+                        others.remove(fut)
+                        try:
+                            fut.result(timeout=self.timeout)
+                        except ActorFailure:
+                            pass   # a worker that died: its next sample call fails and restarts it
+                stats.steps = self.total_steps - start_steps
+                done = ((target is not None and self.total_steps >= target)
+                        or (num_episodes is not None and len(stats.episodes) >= num_episodes))
+                if callback is not None and not stop and (stats.steps >= next_callback or done):
+                    next_callback = (stats.steps // callback_every + 1) * callback_every
+                    self._fill(stats, start, start_updates)
+                    if callback(stats) is False:
+                        stats.stopped_by_callback = True
+                        stop = True
+                if done:
+                    stop = True
+        finally:
+            learner.pause()
+        if learner.published is not None and learner.published[1] > self._sent_version:
+            for fut in self._send_weights():   # the workers leave with the last weights published
+                try:
+                    fut.result(timeout=self.timeout)
+                except ActorFailure:
+                    pass   # a worker that died: its next sample call fails and restarts it
+        self._fill(stats, start, start_updates)
+        return stats
+
+    def _fill(self, stats: WorkerStats, start: float, start_updates: int) -> None:
+        stats.seconds = time.perf_counter() - start
+        stats.frames = int(round(stats.steps * self.frames_per_step))
+        stats.steps_per_s = stats.steps / stats.seconds if stats.seconds > 0 else 0.0
+        stats.frames_per_s = stats.frames / stats.seconds if stats.seconds > 0 else 0.0
+        stats.mean_return_100 = self.mean_return(100)
+        stats.total_steps, stats.total_frames = self.total_steps, self.total_frames
+        assert self.learner is not None
+        stats.num_updates = self.learner.updates - start_updates
+        stats.last_loss = self.learner.last_loss
+
+    # ---- what the Trainer reads ------------------------------------------------------------------------------
+    @property
+    def total_updates(self) -> int:
+        return 0 if self.learner is None else self.learner.updates
+
+    @property
+    def last_loss(self) -> float | None:
+        return None if self.learner is None else self.learner.last_loss
+
+    def mean_return(self, last: int = 100) -> float:
+        """The mean return of the last ``last`` finished episodes of all workers (NaN before the first)."""
+        if not self.episodes:
+            return math.nan
+        return float(np.mean([e.episode_return for e in self.episodes[-last:]]))
+
+    def evaluate(self, num_episodes: int, num_envs: int | None = None, seed: int | None = None,
+                 max_steps: int | None = None) -> list[float]:
+        """Greedy returns of the learner's network (`VectorEnvWorker.evaluate` on the driver; learning waits)."""
+        if self._eval_worker is None:
+            self._eval_worker = VectorEnvWorker.for_agent(self.agent, num_envs=1, seed=self.seed, observe=False,
+                                                          update=False)
+        lock = self.learner.lock if self.learner is not None else threading.Lock()
+        with lock:
+            return self._eval_worker.evaluate(num_episodes, num_envs=num_envs,
+                                              seed=self.seed + 10_000 if seed is None else seed, max_steps=max_steps)
+
+    def refresh(self) -> None:
+        """Asks every shard for its current `ReplayShard.stats` (a dead one is handled as in a run)."""
+        for j, handle in enumerate(self.shards):
+            incarnation = handle.incarnation
+            try:
+                self.books[j].last = handle.call("stats").result(timeout=self.timeout)
+            except ActorFailure as failure:
+                self._on_shard_failure(j, incarnation, failure)
+                self._handle_dead_shards({})
+
+    def ledger(self, refresh: bool = True) -> dict[str, Any]:
+        """Transitions in and out: ``produced`` (by workers, sent to shards) ``= held + evicted + lost +
+        in_flight``; ``sampled`` by the learner from the shards, ``learned`` by it; per shard the same.
+
+        ``lost`` counts, at each shard death, what the shard held plus the adds on their way to it, less what
+        came back from its snapshot (transitions evicted after the snapshot that came back with it are
+        netted against those added after it and lost).
+        With ``refresh`` the shards are asked for their counts first (else their last answers are used)."""
+        if refresh and self._started:
+            self.refresh()
+        shards = []
+        for j, book in enumerate(self.books):
+            last = book.last
+            shards.append({"name": f"shard-{j}", "sent": book.sent, "held": int(last.get("size", 0)),
+                           "evicted": book.evicted_before + int(last.get("evicted", 0)) - book.evicted_base,
+                           "lost": book.lost, "in_flight": book.in_flight, "deaths": book.deaths,
+                           "sampled": book.sampled_before + int(last.get("sampled", 0)) - book.sampled_base})
+        total = {k: sum(s[k] for s in shards) for k in ("held", "evicted", "lost", "in_flight", "sampled")}
+        return dict(total, produced=self.produced, learned=0 if self.learner is None else self.learner.records_learned,
+                    updates=self.total_updates, shards=shards)
+
+    # ---- checkpoints -------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Counters, episodes, the ledger's books and the failures (plain Python values)."""
+        return {"num_envs": self.num_envs, "total_steps": self.total_steps, "total_frames": self.total_frames,
+                "total_updates": self.total_updates, "last_loss": self.last_loss, "resets": self.resets,
+                "episodes": [dataclasses.asdict(e) for e in self.episodes], "produced": self.produced,
+                "learner_updates": self.total_updates,
+                "records_learned": 0 if self.learner is None else self.learner.records_learned,
+                "books": [dataclasses.asdict(b) for b in self.books],
+                "worker_failures": self.worker_failures, "shard_failures": self.shard_failures,
+                "workers": self.num_workers, "shards": self.num_shards}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores `state_dict` output before `start` (workers start fresh episodes).
+
+        Raises:
+            ValueError: naming a missing key or a topology that differs.
+        """
+        missing = [k for k in ("total_steps", "total_frames", "episodes", "produced", "books", "shards")
+                   if k not in state]
+        if missing:
+            raise ValueError(f"ApexDriver.load_state_dict: missing keys {missing}")
+        if int(state["shards"]) != self.num_shards:
+            raise ValueError(f"ApexDriver.load_state_dict: the run had {state['shards']} shards; this driver has "
+                             f"{self.num_shards} (--shards must stay)")
+        if self._started:
+            raise ValueError("ApexDriver.load_state_dict: call it before the first run")
+        self.total_steps, self.total_frames = int(state["total_steps"]), int(state["total_frames"])
+        self.episodes = [Episode(**e) for e in state["episodes"]]
+        self.produced = int(state["produced"])
+        self.books = [_ShardBook(**b) for b in state["books"]]
+        for b in self.books:
+            b.in_flight = 0
+        self.worker_failures = list(state.get("worker_failures", []))
+        self.shard_failures = list(state.get("shard_failures", []))
+        self.resets = int(state.get("resets", 1)) + 1
+        self._restore_state = dict(state)

@@ -1,0 +1,193 @@
+"""`ApexLearner`: the Ape-X learner on the driver: a prefetch thread fills a bounded queue with batches sampled
+from the shards, an update thread learns from them, writes the new priorities back to the shard each batch
+came from and publishes the weights every ``publish_every`` updates (one shared copy per publication)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from harness.execution.actors import ActorFailure, ActorHandle, Future
+
+
+class ApexLearner:
+    """Learns from the shards' batches in its own threads; the driver starts, pauses and stops it.
+
+    Args:
+        agent: the learner's `DQNAgent` (``update(batch)`` with ``importance_weights``, ``get_weights``); its
+            target network is synchronised every ``target_sync.every`` of *these* updates.
+        shards: the shard actors (their list may change in place when the driver restarts one).
+        batch_size: records per update.
+        prefetch: batches the queue holds (the prefetch thread blocks when it is full).
+        publish_every: updates between publications.
+        put: shares a value with the actors (`ActorExecutor.put`).
+        allowed_updates: ``fn() -> int``: the updates the schedule allows so far (throttling; None: no bound).
+        on_shard_failure: ``fn(index, incarnation, failure)`` when a shard call fails (the driver restarts it).
+        sample_timeout: seconds to wait for one sampled batch.
+    """
+
+    def __init__(self, agent: Any, shards: Sequence[ActorHandle], batch_size: int, prefetch: int,
+                 publish_every: int, put: Callable[[Any], Any], allowed_updates: Callable[[], int] | None = None,
+                 on_shard_failure: Callable[[int, int, ActorFailure], None] | None = None,
+                 sample_timeout: float = 60.0) -> None:
+        self.agent, self.shards = agent, shards
+        self.batch_size, self.publish_every = int(batch_size), int(publish_every)
+        self.put, self.allowed_updates, self.on_shard_failure = put, allowed_updates, on_shard_failure
+        self.sample_timeout = sample_timeout
+        self.queue: queue.Queue = queue.Queue(maxsize=int(prefetch))
+        self.lock = threading.Lock()         # the agent: updates, weights, greedy evaluation
+        self.active = threading.Event()      # set while the driver runs: learning pauses in between
+        self.stopping = threading.Event()
+        self._busy = (threading.Lock(), threading.Lock())   # held by the prefetch / update thread mid-iteration
+        self.updates = 0
+        self.records_learned = 0
+        self.last_loss: float | None = None
+        self.version = 0                     # publications so far
+        self.published: tuple[Any, int] | None = None
+        self.priority_futures: list[Future] = []
+        self.shard_live: list[bool] = [True] * len(shards)
+        self.error: BaseException | None = None
+        self._next_shard = 0
+        self._threads: list[threading.Thread] = []
+
+    # ---- lifecycle --------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Publishes the initial weights and starts the prefetch and update threads."""
+        self.publish()
+        for target, name in ((self._prefetch_loop, "apex-prefetch"), (self._update_loop, "apex-update")):
+            thread = threading.Thread(target=self._guard(target), name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _guard(self, fn: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to the driver, which raises it
+                self.error = exc
+                self.stopping.set()
+        return run
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stops both threads (the batch in hand is learned or dropped) and waits for them."""
+        self.stopping.set()
+        self.active.set()
+        while True:  # unblock a prefetch thread waiting on a full queue
+            try:
+                self.queue.get_nowait()
+            except queue.Empty:
+                break
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads.clear()
+
+    def pause(self) -> None:
+        """Stops learning after the iterations in progress and returns when both threads are idle (counts,
+        shards and weights then agree until the next `active.set`)."""
+        self.active.clear()
+        for lock in self._busy:
+            with lock:
+                pass
+
+    def check(self) -> None:
+        """Raises the error that stopped a learner thread, if one did."""
+        if self.error is not None:
+            raise RuntimeError(f"ApexLearner: a learner thread failed: {type(self.error).__name__}: "
+                               f"{self.error}") from self.error
+
+    # ---- weights -------------------------------------------------------------------------------------------
+    def publish(self) -> tuple[Any, int]:
+        """Shares the Q-network's weights once (one `put`); the driver sends the shared copy to every worker."""
+        with self.lock:
+            weights = self.agent.get_weights()
+        self.version += 1
+        self.published = (self.put(weights), self.version)
+        return self.published
+
+    # ---- threads -------------------------------------------------------------------------------------------
+    def _pick_shard(self) -> int | None:
+        n = len(self.shards)
+        for k in range(n):
+            i = (self._next_shard + k) % n
+            if self.shard_live[i]:
+                self._next_shard = i + 1
+                return i
+        return None
+
+    def _prefetch_loop(self) -> None:
+        while not self.stopping.is_set():
+            self.active.wait()
+            if self.stopping.is_set():
+                return
+            i = self._pick_shard()
+            if i is None:
+                time.sleep(0.05)
+                continue
+            with self._busy[0]:
+                if not self.active.is_set():
+                    continue
+                handle = self.shards[i]
+                incarnation = handle.incarnation
+                try:
+                    out = handle.call("sample", self.batch_size).result(timeout=self.sample_timeout)
+                except ActorFailure as failure:
+                    self.shard_live[i] = False
+                    if self.on_shard_failure is not None:
+                        self.on_shard_failure(i, incarnation, failure)
+                    continue
+                except TimeoutError:
+                    continue
+            if out is None:               # the shard holds fewer than a batch so far
+                time.sleep(0.01)
+                continue
+            while not self.stopping.is_set():
+                try:
+                    self.queue.put((i, incarnation, out), timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+
+    def _update_loop(self) -> None:
+        while not self.stopping.is_set():
+            self.active.wait()
+            if self.allowed_updates is not None and self.updates >= self.allowed_updates():
+                time.sleep(0.002)
+                continue
+            with self._busy[1]:
+                if not self.active.is_set():
+                    continue
+                try:
+                    i, incarnation, (records, slots, weights) = self.queue.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                if self.stopping.is_set():
+                    return
+                self._learn(i, incarnation, records, slots, weights)
+
+    def _learn(self, i: int, incarnation: int, records: dict[str, Any], slots: np.ndarray, weights: np.ndarray) -> None:
+        batch = dict(records, importance_weights=weights)
+        with self.lock:
+            out = self.agent.update(batch)
+        self.updates += 1
+        self.records_learned += len(slots)
+        self.last_loss = float(out["loss"])
+        handle = self.shards[i]
+        if handle.incarnation == incarnation and self.shard_live[i]:  # a restarted shard's slots mean nothing
+            self.priority_futures.append(handle.call("update_priorities", slots,
+                                                     np.abs(np.asarray(out["td_errors"], np.float32))))
+            if len(self.priority_futures) > 64:
+                self._drain_priority_futures()
+        if self.updates % self.publish_every == 0:
+            self.publish()
+
+    def _drain_priority_futures(self) -> None:
+        futures, self.priority_futures = self.priority_futures, []
+        for f in futures:
+            try:
+                f.result(timeout=self.sample_timeout)
+            except (ActorFailure, TimeoutError):
+                pass  # the shard's failure is seen and handled where it samples or adds

@@ -1,0 +1,215 @@
+"""`ReplayShard`: one prioritized replay shard of Ape-X (an actor), with its in/out counts and snapshots.
+
+A shard holds records (`HostRecordReplay`) or, for frame-stack states (Atari), a `HostFrameReplay`
+(each frame stored once). Both sample as `PrioritizedReplay` does (stratified proportional draws
+over ``p^alpha`` in float32 segment trees, ``w = (min p^alpha / p^alpha)^beta``): `HostRecordReplay`
+reuses `HostFrameReplay`'s trees and draws. Every record carries a tag (an int64 the driver gives it)
+so that a test can check that nothing held is duplicated or lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from reference_agents.components.memories import HostFrameReplay
+from reference_agents.components.memories.host_frame_replay import HostSumMinTrees
+
+RECORD_KEYS = ("states", "actions", "rewards", "terminals", "next_states", "discounts")
+
+
+class HostRecordReplay(HostFrameReplay):
+    """Prioritized replay of whole records in NumPy rings (states that are not frame stacks).
+
+    Args:
+        capacity: records held (the oldest is overwritten).
+        alpha, beta, epsilon: `PrioritizedReplay`'s.
+        seed: the sampling generator's seed.
+    """
+
+    def __init__(self, capacity: int, alpha: float = 0.6, beta: float = 0.4, epsilon: float = 1e-6,
+                 seed: int | None = None) -> None:
+        from reference_agents.components.memories.prioritized_replay import _number
+
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+            raise ValueError(f"HostRecordReplay: capacity must be a positive int; got {capacity!r}")
+        self.capacity = int(capacity)
+        self.prioritized = True
+        self.alpha = _number("HostRecordReplay", "alpha", alpha, 0.0, None, True)
+        self.beta = _number("HostRecordReplay", "beta", beta, 0.0, 1.0, True)
+        self.epsilon = _number("HostRecordReplay", "epsilon", epsilon, 0.0, None, False)
+        self.trees = HostSumMinTrees(self.capacity)
+        self.max_priority = np.float32(1.0)
+        self.rng = np.random.default_rng(seed)
+        self.buffers: dict[str, np.ndarray] | None = None
+        self.written = 0
+
+    @property
+    def size(self) -> int:
+        return min(self.written, self.capacity)
+
+    def add(self, records: dict[str, Any], priorities: Any = None) -> np.ndarray:
+        """Adds records (``RECORD_KEYS`` arrays); returns the slots written."""
+        missing = [k for k in RECORD_KEYS if k not in records]
+        if missing:
+            raise ValueError(f"HostRecordReplay.add: records lack {missing}; they need {list(RECORD_KEYS)}")
+        n = len(np.asarray(records["actions"]))
+        if self.buffers is None:
+            self.buffers = {k: np.zeros((self.capacity,) + np.asarray(records[k]).shape[1:], np.asarray(records[k]).dtype)
+                            for k in RECORD_KEYS}
+        keep = min(n, self.capacity)
+        slots = (self.written + np.arange(n - keep, n)) % self.capacity
+        for k in RECORD_KEYS:
+            self.buffers[k][slots] = np.asarray(records[k])[n - keep:]
+        self.written += n
+        if priorities is None:
+            values = np.full(keep, self._weighted(self.max_priority), np.float32)
+        else:
+            p = np.abs(np.asarray(priorities, np.float32).reshape(-1)) + np.float32(self.epsilon)
+            if p.shape != (n,):
+                raise ValueError(f"HostRecordReplay.add: priorities must have one entry per record ({n}); got {p.shape}")
+            p = p[n - keep:]
+            if p.size:
+                self.max_priority = np.float32(max(self.max_priority, p.max()))
+            values = self._weighted(p)
+        self.trees.set(slots, values)
+        return slots
+
+    def records_at(self, slots: Any, layout: str = "nchw_view") -> dict[str, np.ndarray]:
+        slots = np.asarray(slots, np.int64) % self.capacity
+        assert self.buffers is not None
+        return {k: self.buffers[k][slots] for k in RECORD_KEYS}
+
+    def update_priorities(self, slots: Any, priorities: Any) -> None:
+        slots = np.asarray(slots, np.int64).reshape(-1)
+        p = np.abs(np.asarray(priorities, np.float32).reshape(-1)) + np.float32(self.epsilon)
+        live = slots < self.size
+        if live.any():
+            self.max_priority = np.float32(max(self.max_priority, p[live].max()))
+            self.trees.set(slots[live], self._weighted(p[live]))
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        state = {"trees/sum": self.trees.sum, "trees/min": self.trees.min, "written": np.asarray(self.written),
+                 "max_priority": np.asarray(self.max_priority, np.float32)}
+        for k, v in (self.buffers or {}).items():
+            state[f"buffers/{k}"] = v[:self.size]
+        return state
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        self.trees.sum[:], self.trees.min[:] = state["trees/sum"], state["trees/min"]
+        self.written = int(state["written"])
+        self.max_priority = np.float32(state["max_priority"])
+        keys = [k for k in state if k.startswith("buffers/")]
+        if keys:
+            self.buffers = {}
+            for key in keys:
+                held = np.asarray(state[key])
+                buf = np.zeros((self.capacity,) + held.shape[1:], held.dtype)
+                buf[:len(held)] = held
+                self.buffers[key.split("/", 1)[1]] = buf
+
+
+class ReplayShard:
+    """One Ape-X replay shard: adds workers' transitions with their priorities, samples for the learner,
+    takes its new priorities, and counts what came in and went out.
+
+    Args:
+        name: the shard's name (reports name a dead shard by it).
+        capacity: transitions held.
+        frames: ``(frame_shape, stack)`` for a frame store (`HostFrameReplay`), None for records.
+        alpha, beta, epsilon: the prioritization's.
+        compression: frames only: None or ``"lz4"``.
+        layout: frames only: the stacks' layout in sampled batches (see `HostFrameReplay.records_at`).
+        seed: the sampling seed.
+    """
+
+    def __init__(self, name: str, capacity: int, frames: tuple[tuple[int, ...], int] | None = None,
+                 alpha: float = 0.6, beta: float = 0.4, epsilon: float = 1e-6, compression: str | None = None,
+                 layout: str = "nhwc", seed: int | None = None) -> None:
+        self.name, self.layout = name, layout
+        if frames is None:
+            self.store: HostFrameReplay = HostRecordReplay(capacity, alpha, beta, epsilon, seed=seed)
+        else:
+            frame_shape, stack = frames
+            self.store = HostFrameReplay(capacity, tuple(frame_shape), int(stack), True, alpha, beta, epsilon,
+                                         compression, seed=seed)
+        self.tags = np.full(self.store.capacity, -1, np.int64)
+        self.added = 0          # transitions added (this incarnation, restored ones included)
+        self.sampled = 0        # transitions handed out in sampled batches
+        self.priority_updates = 0
+
+    def add(self, records: dict[str, Any], priorities: Any = None, tags: Any = None) -> dict[str, int]:
+        """Adds transitions; returns `stats` after it."""
+        n = len(np.asarray(records["actions"]))
+        slots = self.store.add(records, priorities)
+        if tags is not None:
+            tags = np.asarray(tags, np.int64).reshape(-1)
+            self.tags[slots] = tags[n - slots.size:]
+        self.added += n
+        return self.stats()
+
+    def sample(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray] | None:
+        """``(records, slots, importance weights)`` of ``batch_size`` draws, or None while the shard holds fewer."""
+        if self.store.size < batch_size:
+            return None
+        records, slots, weights = self.store.sample(int(batch_size), layout=self.layout)
+        self.sampled += int(batch_size)
+        return records, slots, weights
+
+    def update_priorities(self, slots: Any, priorities: Any) -> int:
+        """New priorities (``|TD error|``) for sampled slots; returns how many."""
+        self.store.update_priorities(slots, priorities)
+        self.priority_updates += int(np.asarray(slots).size)
+        return int(np.asarray(slots).size)
+
+    def stats(self) -> dict[str, Any]:
+        """``name``, ``size`` (held), ``added``, ``evicted`` (added but no longer held), ``sampled``,
+        ``priority_updates``."""
+        size = int(self.store.size)
+        return {"name": self.name, "size": size, "added": self.added, "evicted": self.added - size,
+                "sampled": self.sampled, "priority_updates": self.priority_updates}
+
+    def held_tags(self) -> np.ndarray:
+        """The tags of the transitions held (valid ones), for accounting checks."""
+        if isinstance(self.store, HostRecordReplay):
+            return self.tags[:self.store.size].copy()
+        return self.tags[self.store.index.valid].copy()
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        """The shard's whole state as arrays (store, tags, counts)."""
+        state = {f"store/{k}": v for k, v in self.store.state_dict().items()}
+        state.update({"tags": self.tags, "added": np.asarray(self.added), "sampled": np.asarray(self.sampled)})
+        return state
+
+    def restore(self, state: dict[str, np.ndarray]) -> dict[str, Any]:
+        """Loads a `snapshot`; returns `stats` after it."""
+        self.store.load_state_dict({k[len("store/"):]: v for k, v in state.items() if k.startswith("store/")})
+        self.tags[:] = state["tags"]
+        self.added, self.sampled = int(state["added"]), int(state["sampled"])
+        return self.stats()
+
+    def save(self, path: str) -> dict[str, Any]:
+        """Writes `snapshot` to ``path`` (``.npz``, replaced whole by a rename); returns `stats`."""
+        import os
+
+        tmp = f"{path}.tmp-{os.getpid()}.npz"
+        np.savez(tmp, **self.snapshot())
+        os.replace(tmp, path)
+        return self.stats()
+
+    def load(self, path: str) -> dict[str, Any]:
+        """Restores the snapshot `save` wrote to ``path``; returns `stats`.
+
+        Raises:
+            ValueError: naming the file when it cannot be read.
+        """
+        try:
+            with np.load(path) as data:
+                state = {k: data[k] for k in data.files}
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"ReplayShard {self.name!r}: cannot read the snapshot {path}: {exc}") from None
+        return self.restore(state)
+
+    def ping(self) -> str:
+        return self.name

@@ -1,0 +1,64 @@
+"""`ApexWorker`: an Ape-X actor: its own DQN graph with a constant epsilon, sampling n-step transitions with
+initial priorities on a `VectorEnvWorker` (nothing observed, nothing learned)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from reference_agents.agents.apex.agent import ApexAgent
+from reference_agents.workers import VectorEnvWorker
+
+
+class ApexWorker:
+    """Acts with epsilon ``epsilon`` on the config's environments and hands back folded transitions.
+
+    Args:
+        config: the Ape-X config (a dict).
+        index: the worker's index (its seed is ``seed + 1000 * (index + 1)``).
+        epsilon: its constant exploration rate (`apex_epsilons`).
+        threads: framework threads of this process.
+    """
+
+    def __init__(self, config: dict[str, Any], index: int, epsilon: float, threads: int = 1) -> None:
+        import warnings
+
+        from harness.backends import set_threads
+
+        # weights arrive read-only from an object store; they are copied into the network's variables
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+        set_threads(config.get("backend", "tf"), threads)
+        self.index, self.epsilon = int(index), float(epsilon)
+        self.agent = ApexAgent(config, seed=int(config.get("seed", 0)) + 1000 * (self.index + 1),
+                               exploration={"type": "constant", "value": float(epsilon)})
+        self.worker = VectorEnvWorker.for_agent(self.agent, observe=False, update=False, compute_priorities=True)
+        self.base_seed = self.worker.seed
+        self.weights_version = -1
+
+    def set_weights(self, weights: dict[str, Any], version: int) -> int:
+        """Loads the learner's Q-network weights (publication ``version``); returns the version."""
+        self.agent.set_weights(weights, sync_target=False)
+        self.weights_version = int(version)
+        return self.weights_version
+
+    def set_incarnation(self, incarnation: int) -> None:
+        """A restarted worker plays other episodes than its first incarnation did (the seed moves on)."""
+        self.worker.seed = self.base_seed + 7_919 * int(incarnation)
+
+    def sample(self, num_steps: int) -> dict[str, Any]:
+        """``num_steps`` env steps: the finished transitions, their ``|TD error|`` priorities, the finished
+        episodes (as dicts) and the counts."""
+        batch = self.worker.sample(int(num_steps))
+        return {"records": batch.records, "priorities": batch.priorities, "steps": batch.stats.steps,
+                "frames": batch.stats.frames, "seconds": batch.stats.seconds,
+                "episodes": [dataclasses.asdict(e) for e in batch.stats.episodes],
+                "weights_version": self.weights_version}
+
+    def info(self) -> dict[str, Any]:
+        """What the driver needs to know of the environments: counts and frames per step."""
+        return {"num_envs": self.worker.num_envs, "frames_per_step": self.worker.frames_per_step,
+                "total_steps": self.worker.total_steps}
+
+    def close(self) -> None:
+        self.worker.close()

@@ -1,0 +1,222 @@
+"""Ape-X coordination in one process (`InProcessActorExecutor`): configs, shards, the learner's priorities and
+publications, faults and the ledger, ``spacegraph train --executor local``. The Ray runs are in ``suites/distributed``."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.execution.actors import ActorFailure, InProcessActorExecutor
+from harness.testing import distributions as D
+from reference_agents.agents.apex import ApexDriver, ApexWorker, HostRecordReplay, ReplayShard, load_apex_config
+from reference_agents.agents.config import ConfigError
+from reference_agents.components.explorations import apex_epsilons
+
+ROOT = Path(__file__).resolve().parents[2]
+APEX_CARTPOLE = ROOT / "reference_agents" / "configs" / "apex_cartpole.yaml"
+DQN_CARTPOLE = ROOT / "reference_agents" / "configs" / "dqn_cartpole.yaml"
+
+
+def small_config(**apex):
+    """apex_cartpole with learning from the start (small batches) so that short runs learn and publish."""
+    cfg, _ = load_apex_config(APEX_CARTPOLE, apex=apex)
+    data = cfg.model_dump(by_alias=True)
+    data["update"] = {"batch_size": 16, "start_after": 100, "every": 1, "repeats": 1}
+    data["apex"].update(sample_steps=20, publish_every=5)
+    return data
+
+
+@pytest.fixture
+def local():
+    executor = InProcessActorExecutor()
+    yield executor
+    executor.shutdown()
+
+
+def balanced(driver):
+    ledger = driver.ledger()
+    assert ledger["in_flight"] == 0
+    assert ledger["produced"] == ledger["held"] + ledger["evicted"] + ledger["lost"], ledger
+    tags = np.concatenate([s.call("held_tags").result() for s in driver.shards])
+    assert tags.size == ledger["held"] and np.unique(tags).size == tags.size
+    return ledger
+
+
+# ---- configs ------------------------------------------------------------------------------------------
+def test_a_dqn_config_is_an_apex_config_with_the_defaults():
+    cfg, source = load_apex_config(DQN_CARTPOLE, apex={"workers": 3})
+    assert cfg.agent == "apex" and cfg.apex.workers == 3 and cfg.apex.shards == 2 and source == str(DQN_CARTPOLE)
+    dqn = cfg.dqn_config()
+    assert dqn["agent"] == "dqn" and "apex" not in dqn and dqn["network"] == cfg.network.model_dump(by_alias=True)
+
+
+def test_config_errors_name_the_file_and_key(tmp_path):
+    bad = tmp_path / "apex_bad.yaml"
+    bad.write_text(APEX_CARTPOLE.read_text().replace("workers: 2,", "workers: 0,"))
+    with pytest.raises(ConfigError, match=r"apex_bad.yaml.*\n.*apex.workers"):
+        load_apex_config(bad)
+    with pytest.raises(ConfigError, match="agent must be 'dqn' or 'apex'; got 'impala'"):
+        load_apex_config({"agent": "impala"})
+
+
+def test_workers_explore_with_apex_epsilons(local):
+    driver = ApexDriver(small_config(workers=3), local)
+    driver.start()
+    try:
+        got = [w.obj.agent.epsilon() for w in driver.workers]
+        assert np.allclose(got, apex_epsilons(3, 0.4, 7.0), rtol=1e-6)
+    finally:
+        driver.close()
+
+
+# ---- shards -------------------------------------------------------------------------------------------
+PRIORITIES = np.array([0.2, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+ALPHA, BETA, EPSILON = 0.7, 0.3, 1e-6
+
+
+def check_record_replay_sampling(replay_cls=HostRecordReplay):
+    """Draws of a shard's replay are ``p_i^alpha / sum p^alpha`` (chi-square at 1e-4, power 0.99 against alpha
+    5% off) and weights ``(min p^alpha / p^alpha)^beta``."""
+    q = (PRIORITIES + EPSILON) ** ALPHA
+    q1 = (PRIORITIES + EPSILON) ** (ALPHA * 1.05)
+    p0, p1 = q / q.sum(), q1 / q1.sum()
+    n = D.sample_size_chi_square(p0, p1)
+    replay = replay_cls(8, alpha=ALPHA, beta=BETA, epsilon=EPSILON, seed=3)
+    k = len(PRIORITIES)
+    replay.add({"states": np.arange(k, dtype=np.float32)[:, None], "actions": np.arange(k), "rewards": np.zeros(k),
+                "terminals": np.zeros(k, bool), "next_states": np.zeros((k, 1), np.float32),
+                "discounts": np.ones(k)}, PRIORITIES)
+    slots = np.concatenate([replay.sample(64)[1] for _ in range(-(-n // 64))])
+    D.check_chi_square(D.Where("HostRecordReplay", "sample", "slots"), slots, p0, what="p_i^alpha / sum_k p_k^alpha")
+    records, slots, weights = replay.sample(256)
+    assert np.array_equal(records["actions"], slots)
+    assert np.allclose(weights, (q.min() / q[slots]) ** BETA, rtol=1e-4)
+
+
+def test_record_replay_samples_in_proportion_to_priority():
+    check_record_replay_sampling()
+
+
+def test_record_replay_check_fails_when_alpha_is_ignored(monkeypatch):
+    monkeypatch.setattr(HostRecordReplay, "_weighted", lambda self, p: np.asarray(p, np.float32))
+    with pytest.raises(D.DistributionMismatch, match="p_i\\^alpha"):
+        check_record_replay_sampling()
+
+
+def test_shard_counts_evictions_and_snapshots(tmp_path):
+    shard = ReplayShard("shard-0", capacity=10, seed=0)
+    records = {"states": np.zeros((15, 4), np.float32), "actions": np.zeros(15, np.int64),
+               "rewards": np.zeros(15, np.float32), "terminals": np.zeros(15, bool),
+               "next_states": np.zeros((15, 4), np.float32), "discounts": np.ones(15, np.float32)}
+    stats = shard.add(records, np.ones(15), np.arange(15))
+    assert (stats["size"], stats["added"], stats["evicted"]) == (10, 15, 5)
+    assert sorted(shard.held_tags()) == list(range(5, 15))
+    assert shard.sample(11) is None and shard.sample(4)[0]["states"].shape == (4, 4)
+    shard.save(str(tmp_path / "s.npz"))
+    fresh = ReplayShard("shard-0", capacity=10, seed=0)
+    assert fresh.load(str(tmp_path / "s.npz"))["size"] == 10 and sorted(fresh.held_tags()) == list(range(5, 15))
+    with pytest.raises(ValueError, match="shard-0.*cannot read the snapshot"):
+        fresh.load(str(tmp_path / "missing.npz"))
+
+
+# ---- the executor -------------------------------------------------------------------------------------
+def test_in_process_actor_failures_and_restarts(local):
+    handle = local.start("w", object, restarts=1)
+    with pytest.raises(ActorFailure, match="'w' raised in nothing\\(\\).*has no method"):
+        handle.call("nothing").result()
+    local.kill(handle)
+    with pytest.raises(ActorFailure) as info:
+        handle.call("__repr__").result()
+    assert info.value.died
+    local.restart(handle)
+    assert handle.incarnation == 1 and handle.call("__repr__").result()
+    with pytest.raises(ActorFailure, match="no restarts left"):
+        local.restart(handle)
+
+
+# ---- the driver --------------------------------------------------------------------------------------
+def test_learner_writes_priorities_back_and_publishes_with_one_put_each(local, monkeypatch):
+    puts = []
+    original = local.put
+    monkeypatch.setattr(local, "put", lambda value: puts.append(1) or original(value))
+    driver = ApexDriver(small_config(), local)
+    try:
+        stats = driver.run(num_steps=600)
+        ledger = balanced(driver)
+        learner = driver.learner
+        assert stats.num_updates == learner.updates == driver.agent.updates > 0
+        # every learned batch's priorities went back to the shard it came from (calls run at once here)
+        updates = [s.call("stats").result()["priority_updates"] for s in driver.shards]
+        assert all(u > 0 for u in updates) and sum(updates) == ledger["learned"]
+        # one put per publication, every publish_every updates, however many workers receive it
+        assert len(puts) == learner.version == 1 + learner.updates // driver.config.apex.publish_every
+        assert {w.obj.weights_version for w in driver.workers} == {learner.version}
+        # throttled to the update schedule: 1 update per env step after start_after
+        assert learner.updates <= driver._due(driver.total_steps)
+    finally:
+        driver.close()
+
+
+def test_a_worker_whose_environment_raises_is_restarted(local, monkeypatch):
+    calls = {"n": 0}
+    original = ApexWorker.sample
+
+    def flaky(self, num_steps):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise RuntimeError("the environment crashed")
+        return original(self, num_steps)
+
+    monkeypatch.setattr(ApexWorker, "sample", flaky)
+    stream = io.StringIO()
+    driver = ApexDriver(small_config(), local, stream=stream)
+    try:
+        driver.run(num_steps=400)
+        balanced(driver)
+    finally:
+        driver.close()
+    assert len(driver.worker_failures) == 1 and "the environment crashed" in driver.worker_failures[0]["error"]
+    failed = driver.workers[[w.name for w in driver.workers].index(driver.worker_failures[0]["name"])]
+    assert failed.incarnation == 1 and failed.obj.weights_version == driver.learner.version
+    assert "failed at env step" in stream.getvalue()
+
+
+def test_a_dead_shard_comes_back_from_its_snapshot(local, tmp_path):
+    config = small_config(snapshot_every=100)
+    stream = io.StringIO()
+    driver = ApexDriver(config, local, snapshot_dir=str(tmp_path), stream=stream)
+    try:
+        driver.run(num_steps=300)
+        local.kill(driver.shards[0])
+        driver.run(num_steps=300)
+        ledger = balanced(driver)
+    finally:
+        driver.close()
+    failure, = driver.shard_failures
+    assert failure["name"] == "shard-0" and failure["restored"] > 0
+    assert ledger["lost"] == failure["lost"] >= 0 and ledger["shards"][0]["deaths"] == 1
+    assert "replay shard 'shard-0' died" in stream.getvalue() and "from its snapshot" in stream.getvalue()
+
+
+def test_spacegraph_train_executor_local_and_resume(tmp_path, capsys):
+    from spacegraph.cli import main
+
+    config = tmp_path / "apex_small.yaml"
+    import yaml
+
+    config.write_text(yaml.safe_dump(small_config()))
+    out = tmp_path / "run"
+    assert main(["train", str(config), "--executor", "local", "--workers", "2", "--shards", "2", "--steps", "300",
+                 "--eval-every", "150", "--screen-episodes", "2", "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "2 workers x 1 envs, 2 shards" in printed and "lost" in printed
+    assert (out / "checkpoint" / "shards" / "shard-1.npz").exists() and (out / "metrics.csv").exists()
+    assert main(["train", "--resume", str(out), "--executor", "local", "--steps", "450", "--quiet"]) == 0
+    import re
+
+    assert re.search(r"env steps\s+4[5-9]\d of 450", capsys.readouterr().out)  # whole sample calls: <= 20 over
+    assert main(["train", str(DQN_CARTPOLE), "--workers", "2"]) == 2
+    assert "give --executor ray (or local)" in capsys.readouterr().err

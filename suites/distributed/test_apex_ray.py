@@ -1,0 +1,125 @@
+"""Ape-X on the Ray executor (``-m distributed``): learning CartPole, faults, the same config locally and on Ray,
+and no process left behind."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.execution.actors import InProcessActorExecutor
+from reference_agents.agents.apex import ApexAgent, ApexDriver
+from reference_agents.training.apex import ApexTrainer
+
+ROOT = Path(__file__).resolve().parents[2]
+APEX_CARTPOLE = ROOT / "reference_agents" / "configs" / "apex_cartpole.yaml"
+DQN_CARTPOLE = ROOT / "reference_agents" / "configs" / "dqn_cartpole.yaml"
+#: The env-step budget of the learning test (local DQN solves within 50k: specs/agents/dqn_cartpole.yaml).
+LEARNING_STEPS = 50_000
+
+pytestmark = pytest.mark.distributed
+
+
+def _check_ledger(driver: ApexDriver) -> dict:
+    ledger = driver.ledger()
+    assert ledger["in_flight"] == 0, ledger
+    assert ledger["produced"] == ledger["held"] + ledger["evicted"] + ledger["lost"], ledger
+    assert 0 <= ledger["sampled"] - ledger["learned"] <= (driver.config.apex.prefetch + 3) * \
+        driver.config.update.batch_size * driver.num_shards, ledger
+    tags = np.concatenate([s.call("held_tags").result(timeout=60) for s in driver.shards])
+    assert tags.size == ledger["held"] and np.unique(tags).size == tags.size, "a transition is held twice"
+    assert tags.min(initial=0) >= 0 and tags.max(initial=0) < ledger["produced"]
+    return ledger
+
+
+def test_apex_learns_cartpole_with_2_workers_and_2_shards(ray_executor, record_property):
+    """Greedy mean return >= 475 over 100 episodes (the config's `EvaluationProtocol`) within 50k env steps."""
+    driver = ApexDriver(APEX_CARTPOLE, ray_executor, workers=2, shards=2)
+    trainer = ApexTrainer(driver, None, progress=False)
+    start = time.perf_counter()
+    try:
+        result = trainer.train(LEARNING_STEPS)
+        ledger = _check_ledger(driver)
+    finally:
+        trainer.close()
+    history = [(r["env_steps"], r["screen_return"], r["eval_return"]) for r in result.history]
+    record_property("learning", f"solved at {result.solved_at_step} env steps in {time.perf_counter() - start:.0f} s, "
+                                f"{driver.total_updates} updates; evaluations: {history}; ledger {ledger}")
+    assert result.solved_at_step is not None, (
+        f"Ape-X (2 workers, 2 shards) did not reach a greedy mean of 475 over 100 episodes within "
+        f"{LEARNING_STEPS} env steps: {history}")
+
+
+def test_the_same_dqn_config_runs_unchanged_locally_and_on_ray(ray_executor):
+    """dqn_cartpole.yaml (a plain DQN config) runs as Ape-X in one process and on Ray: same graph, same counts."""
+    runs = {}
+    for name, executor in (("local", InProcessActorExecutor()), ("ray", ray_executor)):
+        driver = ApexDriver(DQN_CARTPOLE, executor, workers=2, shards=2)
+        try:
+            stats = driver.run(num_steps=1500)
+            runs[name] = (driver, stats, _check_ledger(driver))
+        finally:
+            driver.close()
+            if name == "local":
+                executor.shutdown()
+    reference = ApexAgent(DQN_CARTPOLE)
+    for name, (driver, stats, ledger) in runs.items():
+        assert stats.steps >= 1500 and ledger["produced"] > 0 and driver.total_updates > 0, (name, ledger)
+        weights = driver.agent.get_weights()
+        assert {k: v.shape for k, v in weights.items()} == {k: v.shape for k, v in reference.get_weights().items()}
+        assert sorted(driver.agent.executor.apis) == sorted(reference.executor.apis)
+    # one action per transition produced, both ways: n-step folding leaves at most n-1 open windows per env
+    for name, (driver, stats, ledger) in runs.items():
+        open_windows = (driver.config.loss.n_step - 1) * driver.num_envs
+        assert driver.total_steps - open_windows <= ledger["produced"] <= driver.total_steps, (name, ledger)
+
+
+def test_a_killed_worker_and_a_killed_shard_do_not_stop_the_run(ray_executor):
+    """Kill worker-0 and shard-1 mid-run: the run finishes, the shard is reported by name, the counts add up."""
+    stream = io.StringIO()
+    driver = ApexDriver(APEX_CARTPOLE, ray_executor, workers=2, shards=2, stream=stream)
+    killed = {}
+
+    def kill_midway(stats):
+        if not killed and driver.total_steps >= 1500:
+            killed["updates"] = driver.total_updates
+            killed["held"] = driver.ledger()["held"]
+            ray_executor.kill(driver.workers[0])
+            ray_executor.kill(driver.shards[1])
+
+    try:
+        stats = driver.run(num_steps=4000, callback=kill_midway, callback_every=100)
+        ledger = _check_ledger(driver)
+    finally:
+        driver.close()
+    assert killed and stats.steps >= 4000
+    assert [f["name"] for f in driver.worker_failures] == ["worker-0"], driver.worker_failures
+    assert [f["name"] for f in driver.shard_failures] == ["shard-1"], driver.shard_failures
+    assert "replay shard 'shard-1' died" in stream.getvalue(), stream.getvalue()
+    assert ledger["lost"] == driver.shard_failures[0]["lost"] > 0, ledger
+    assert ledger["shards"][1]["deaths"] == 1 and ledger["shards"][1]["held"] > 0, "shard-1 did not come back"
+    assert driver.total_updates > killed["updates"], "the learner stopped"
+    assert driver.workers[0].incarnation == 1 and driver.shards[1].incarnation == 1
+
+
+def test_ray_processes_are_gone_after_a_failing_test(tmp_path):
+    """The fixture shuts Ray down when the test using it fails: nothing of its session is left."""
+    import subprocess
+    import sys
+
+    (tmp_path / "conftest.py").write_text((Path(__file__).parent / "conftest.py").read_text())
+    (tmp_path / "test_inner.py").write_text(
+        "def test_fails(ray_executor):\n"
+        "    print('SESSION=' + ray_executor.session_dir, flush=True)\n"
+        "    ray_executor.start('x', dict).call('keys').result(timeout=60)\n"
+        "    assert False, 'planted failure'\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", str(tmp_path)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert "1 failed" in run.stdout and "planted failure" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+    session = next(line.split("SESSION=", 1)[1].strip() for line in run.stdout.splitlines() if "SESSION=" in line)
+    from harness.execution.ray import ray_session_processes
+
+    assert session and not ray_session_processes(session)

@@ -60,6 +60,11 @@ class Future(abc.ABC):
     def done(self) -> bool:
         """True once `result` returns (or raises) without waiting."""
 
+    @abc.abstractmethod
+    def as_argument(self) -> Any:
+        """The answer as an argument of another call, without fetching it here: it travels from the actor
+        that made it to the one that takes it (on Ray, by reference through the object store)."""
+
 
 class ActorHandle(abc.ABC):
     """One actor: call its methods by name.
@@ -75,7 +80,13 @@ class ActorHandle(abc.ABC):
 
     @abc.abstractmethod
     def call(self, method: str, *args: Any, **kwargs: Any) -> Future:
-        """Calls ``method(*args, **kwargs)`` on the actor; values from `ActorExecutor.put` arrive as their value."""
+        """Calls ``method(*args, **kwargs)`` on the actor; values from `ActorExecutor.put` and
+        `Future.as_argument` arrive as their value."""
+
+    @abc.abstractmethod
+    def call_split(self, method: str, num_returns: int, *args: Any, **kwargs: Any) -> list[Future]:
+        """Like `call` for a method returning a tuple of ``num_returns`` values: one `Future` each, so a
+        small part (counts) can be fetched while a large one (data) is passed on with `Future.as_argument`."""
 
 
 class ActorExecutor(abc.ABC):
@@ -134,6 +145,9 @@ class _Done(Future):
     def done(self) -> bool:
         return True
 
+    def as_argument(self) -> Any:
+        return _Shared(self.result())
+
 
 class _Shared:
     """A value `InProcessActorExecutor.put` shares (no copy: actors in one process see one object)."""
@@ -145,6 +159,18 @@ class _Shared:
 
 
 class _InProcessHandle(ActorHandle):
+    def call_split(self, method: str, num_returns: int, *args: Any, **kwargs: Any) -> list[Future]:
+        future = self.call(method, *args, **kwargs)
+        try:
+            values = future.result()
+        except ActorFailure:
+            return [future] * num_returns
+        if not isinstance(values, tuple) or len(values) != num_returns:
+            error = ActorFailure(self.name, method, False, f"returned {type(values).__name__}, not a tuple of "
+                                                           f"{num_returns} values")
+            return [_Done(error=error)] * num_returns
+        return [_Done(v) for v in values]
+
     def __init__(self, name: str, factory: Callable[..., Any], args: tuple, kwargs: dict, restarts: int) -> None:
         super().__init__(name)
         self.factory, self.args, self.kwargs, self.restarts_left = factory, args, kwargs, restarts

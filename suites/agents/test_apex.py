@@ -220,3 +220,21 @@ def test_spacegraph_train_executor_local_and_resume(tmp_path, capsys):
     assert re.search(r"env steps\s+4[5-9]\d of 450", capsys.readouterr().out)  # whole sample calls: <= 20 over
     assert main(["train", str(DQN_CARTPOLE), "--workers", "2"]) == 2
     assert "give --executor ray (or local)" in capsys.readouterr().err
+
+
+def test_frame_stacks_travel_as_distinct_frames_once():
+    from reference_agents.agents.apex.transport import PACKED, pack_records, unpack_records
+
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 255, (12, 6, 5), dtype=np.uint8)       # one env's frame sequence
+    states = np.stack([np.moveaxis(frames[t:t + 4], 0, -1) for t in range(6)])           # [6, 6, 5, 4]
+    next_states = np.stack([np.moveaxis(frames[t + 3:t + 7], 0, -1) for t in range(6)])  # 3-step targets
+    records = {"states": states, "next_states": next_states, "actions": np.arange(6), "rewards": np.zeros(6),
+               "terminals": np.zeros(6, bool), "discounts": np.ones(6)}
+    packed = pack_records(records)
+    assert packed[PACKED]["frames"].shape == (12, 6, 5)                # 12 distinct frames, not 2 * 6 * 4
+    back = unpack_records(packed)
+    for key in records:
+        assert np.array_equal(back[key], records[key]), key
+    vectors = {"states": np.zeros((3, 4), np.float32), "actions": np.zeros(3)}
+    assert pack_records(vectors) is vectors and unpack_records(vectors) is vectors

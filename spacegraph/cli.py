@@ -286,6 +286,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         config_path = resolve_config(args.config) if args.config is not None and args.resume is None else None
     except ConfigError as exc:
         return fail(str(exc))
+    from spacegraph.train_impala import cmd_train_impala, wants_impala
+
+    if wants_impala(args, config_path):
+        return cmd_train_impala(args, options, fail, _train_summary, resolve_config, describe_config,
+                                DEFAULT_TRAIN_STEPS)
+    if args.executor == "tf-dist" or args.actors is not None or args.cluster_spec is not None:
+        return fail("--executor tf-dist, --actors and --cluster-spec are for IMPALA configs (agent: impala)")
     if wants_apex(args, config_path):
         return cmd_train_apex(args, options, fail, _train_summary, resolve_config, DEFAULT_TRAIN_STEPS)
     if args.workers is not None or args.shards is not None or args.address is not None:
@@ -324,7 +331,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             set_framework_threads(config.backend, args.threads)
             if config.backend == "tf":
                 import_tensorflow_quietly(args.verbose_logs)
-            agent = DQNAgent(path, backend=args.backend, seed=args.seed)
+            agent = DQNAgent(path, backend=args.backend, seed=args.seed)  # (IMPALA and Ape-X: above)
             stem = os.path.splitext(os.path.basename(path))[0]
             out = args.out or os.path.join("runs", f"{stem}-{agent.backend}-{time.strftime('%Y%m%d-%H%M%S')}")
             trainer = Trainer(agent, out, **options)
@@ -445,12 +452,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
     train.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is not "
                                                                "a terminal")
-    train.add_argument("--executor", choices=["local", "ray"],
-                       help="train Ape-X (distributed prioritized replay) from the config: its workers and replay "
-                            "shards as Ray actors (ray) or in this process (local); an 'agent: apex' config "
-                            "defaults to local")
+    train.add_argument("--executor", choices=["local", "ray", "tf-dist"],
+                       help="Ape-X (distributed prioritized replay): its workers and replay shards as Ray actors "
+                            "(ray) or in this process (local); an 'agent: apex' config defaults to local. IMPALA "
+                            "('agent: impala'): one process (local, the default), actor processes with TF servers "
+                            "(tf-dist, --actors) or Ray actors (ray, --workers)")
     train.add_argument("--workers", type=_positive_int, help="Ape-X acting workers (default: the config's "
-                                                             "apex.workers)")
+                                                             "apex.workers); IMPALA on Ray: actors (default 2)")
+    train.add_argument("--actors", type=_positive_int, help="IMPALA on --executor tf-dist: actor processes "
+                                                            "(default 2)")
+    train.add_argument("--cluster-spec", help="IMPALA on --executor tf-dist: a JSON cluster spec {learner: "
+                                              "[host:port], actor: [...]} instead of 127.0.0.1 and free ports")
+    train.add_argument("--publish-every", type=_positive_int, help="IMPALA distributed: publish the learner's "
+                                                                   "weights every N updates (default 1)")
     train.add_argument("--shards", type=_positive_int, help="Ape-X prioritized replay shards (apex.shards)")
     train.add_argument("--address", help="join the Ray cluster at ADDR (host:port or auto) instead of starting "
                                          "one on 127.0.0.1")

@@ -117,7 +117,9 @@ class ActorLearnerWorker:
         staged: batches the staging thread takes ahead of the one training.
     """
 
-    folds = False
+    # The learner's agent observes nothing (its actors do), so its step counter does not follow this worker's:
+    # like a worker that folds transitions itself (`Trainer.resume` checks the two agree otherwise).
+    folds = True
     explore = True
 
     def __init__(self, agent: Any, executor_factory: Callable[..., Any], publish_every: int = 1,

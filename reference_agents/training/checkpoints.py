@@ -90,10 +90,11 @@ def write_checkpoint(out_dir: str, agent: Any, worker: Any, trainer: Any) -> str
 
 
 def load_run(directory: str, backend: str | None, agent_loader: Callable[[str, str | None], Any] | None,
-             kwargs: dict[str, Any]) -> tuple[str, dict[str, Any], Any, VectorEnvWorker, dict[str, Any]]:
+             kwargs: dict[str, Any], worker_factory: Callable[[Any], Any] | None = None
+             ) -> tuple[str, dict[str, Any], Any, VectorEnvWorker, dict[str, Any]]:
     """What `Trainer.resume` continues from: the checkpoint directory, the trainer state, the agent rebuilt
-    from the checkpoint, a worker with its counters restored, and the `Trainer` settings (the saved ones,
-    overridden by ``kwargs``).
+    from the checkpoint, a worker (``worker_factory(agent)``, default `VectorEnvWorker.for_agent`) with its
+    counters restored, and the `Trainer` settings (the saved ones, overridden by ``kwargs``).
 
     Raises:
         ValueError: naming the directory and what is missing or inconsistent.
@@ -119,7 +120,7 @@ def load_run(directory: str, backend: str | None, agent_loader: Callable[[str, s
     settings.update({k: v for k, v in kwargs.items() if v is not None or k not in settings})
     if "worker" in settings:
         raise ValueError("Trainer.resume: the worker is made for the restored agent; do not pass one")
-    worker = VectorEnvWorker.for_agent(agent)
+    worker = (worker_factory or VectorEnvWorker.for_agent)(agent)
     if worker_state.get("num_envs", worker.num_envs) != worker.num_envs:
         raise ValueError(f"Trainer.resume: {directory} was trained with {worker_state.get('num_envs')} "
                          f"environments; this worker has {worker.num_envs}")

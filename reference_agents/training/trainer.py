@@ -214,7 +214,8 @@ class Trainer:
 
     @classmethod
     def resume(cls, directory: str | os.PathLike, backend: str | None = None,
-               agent_loader: Callable[[str, str | None], Any] | None = None, **kwargs: Any) -> "Trainer":
+               agent_loader: Callable[[str, str | None], Any] | None = None,
+               worker_factory: Callable[[Any], Any] | None = None, **kwargs: Any) -> "Trainer":
         """A trainer continuing the run in ``directory`` from its checkpoint.
 
         The agent is rebuilt from the checkpoint (replay, optimizer state and counters included),
@@ -226,13 +227,15 @@ class Trainer:
             directory: a run directory `save_checkpoint` wrote into.
             backend: rebuild the agent on this backend (default: the saved one).
             agent_loader: ``fn(checkpoint_dir, backend) -> agent`` (default ``reference_agents.agents.load_checkpoint``: DQN or IMPALA by the checkpoint's format).
+            worker_factory: ``fn(agent) -> worker`` for the restored agent (default `VectorEnvWorker.for_agent`;
+                an actor-learner run passes its `ActorLearnerWorker`).
             **kwargs: `Trainer` arguments overriding the saved settings.
 
         Raises:
             ValueError: naming the directory and what is missing or inconsistent.
         """
         directory = os.fspath(directory)
-        ckpt, state, agent, worker, settings = load_run(directory, backend, agent_loader, kwargs)
+        ckpt, state, agent, worker, settings = load_run(directory, backend, agent_loader, kwargs, worker_factory)
         trainer = cls(agent, None, worker=worker, **settings)
         trainer.out_dir = directory
         trainer.history = [dict(r) for r in state.get("history", [])]

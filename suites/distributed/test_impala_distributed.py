@@ -1,8 +1,10 @@
-"""IMPALA on distributed TensorFlow: learning, a killed actor, every rollout once and in order, nothing left.
+"""IMPALA on distributed TensorFlow and on Ray: learning, a killed actor, every rollout once and in order,
+nothing left.
 
-Each test starts a learner task server and actor processes on free ports of 127.0.0.1 (a
-`TFActorLearnerExecutor`), and its fixture closes them whether the test passes or fails, then checks
-that no process is alive and every port can be bound again.
+Each test starts its executor: a learner task server and actor processes on free ports of 127.0.0.1 (a
+`TFActorLearnerExecutor`), or a local Ray instance on 127.0.0.1 with actor processes (a
+`RayActorLearnerExecutor`). The fixture closes them whether the test passes or fails, then checks that no
+process is alive (and, for TF, that every port can be bound again).
 """
 
 from __future__ import annotations
@@ -53,32 +55,56 @@ def alive(pid: int) -> bool:
         return fh.read().split()[2] != "Z"
 
 
-@pytest.fixture
-def learner():
-    """``make(config, actors) -> ActorLearnerWorker`` on a TF cluster; everything closed and checked after."""
+def make_executor(kind, actors):
+    def factory(rollouts, episodes, weights):
+        queues = {"rollouts": (rollouts, 8), "episodes": (episodes, 100_000)}
+        if kind == "tf-dist":
+            return TFActorLearnerExecutor(actors, queues, weights)
+        pytest.importorskip("ray")
+        from harness.execution.ray.actor_learner import RayActorLearnerExecutor
+
+        return RayActorLearnerExecutor(actors, queues, weights, num_cpus=2)
+    return factory
+
+
+@pytest.fixture(params=["tf-dist", "ray"])
+def learner(request):
+    """``make(config, actors) -> ActorLearnerWorker`` on the executor; everything closed and checked after."""
     made = []
+    kind = request.param
 
     def make(cfg, actors=2, **kwargs):
         agent = IMPALAAgent(cfg, backend="torch", seed=0)
-        worker = ActorLearnerWorker(agent, lambda r, e, w: TFActorLearnerExecutor(
-            actors, {"rollouts": (r, 8), "episodes": (e, 100_000)}, w), **kwargs)
+        worker = ActorLearnerWorker(agent, make_executor(kind, actors), **kwargs)
         made.append(worker)
         return worker
 
     yield make
     for worker in made:
-        pids = [p for p in worker.executor.pids() if p is not None] + [worker.executor._server.pid]
+        ex = worker.executor
+        if kind == "tf-dist":
+            pids = [p for p in ex.pids() if p is not None] + [ex._server.pid]
+        else:
+            from harness.execution.ray import ray_session_processes
+
+            session = ex._ex.session_dir
         worker.close()
-        deadline = time.monotonic() + 15
-        while any(alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not [p for p in pids if alive(p)], "actor or server processes outlived the executor"
-        cluster = worker.executor.cluster
-        for address in cluster["learner"] + cluster["actor"]:
-            assert port_free(address), f"port {address} still taken after shutdown"
+        deadline = time.monotonic() + 20
+        if kind == "tf-dist":
+            while any(alive(p) for p in pids) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert not [p for p in pids if alive(p)], "actor or server processes outlived the executor"
+            for address in ex.cluster["learner"] + ex.cluster["actor"]:
+                assert port_free(address), f"port {address} still taken after shutdown"
+        else:
+            left = ray_session_processes(session)
+            while left and time.monotonic() < deadline:
+                time.sleep(0.25)
+                left = ray_session_processes(session)
+            assert not left, f"Ray processes outlived the executor: {left}"
 
 
-def test_impala_learns_cartpole_on_distributed_tf(learner, record_property):
+def test_impala_learns_cartpole(learner, record_property):
     worker = learner(config(), actors=2)
     trainer = Trainer(worker.agent, worker=worker, progress=False, max_seconds=170)
     start = time.perf_counter()

@@ -1,0 +1,146 @@
+"""``spacegraph train`` for IMPALA: one process (``--executor local``, the default), distributed TensorFlow
+(``--executor tf-dist --actors N [--cluster-spec FILE]``) or Ray (``--executor ray --workers N [--address
+ADDR]``), and ``--resume`` of any of them (the checkpoint holds the learner; actors start afresh)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, Callable
+
+EXECUTORS = ("local", "tf-dist", "ray")
+
+
+def is_impala_run(directory: str) -> bool:
+    """Whether a run directory holds an IMPALA agent checkpoint."""
+    from reference_agents.agents.checkpoints import CHECKPOINT_STATE
+
+    import numpy as np
+
+    for sub in ("checkpoint", "checkpoint.old"):
+        path = os.path.join(directory, sub, CHECKPOINT_STATE)
+        if os.path.exists(path):
+            try:
+                with np.load(path, allow_pickle=False) as data:
+                    return json.loads(str(data["__meta__"])).get("format") == "spacegraph-impala-checkpoint"
+            except (OSError, KeyError, ValueError):
+                return False
+    return False
+
+
+def wants_impala(args: argparse.Namespace, config_path: str | None) -> bool:
+    """IMPALA when resuming an IMPALA run or when the config says ``agent: impala``."""
+    if args.resume is not None:
+        return is_impala_run(args.resume)
+    if config_path is None:
+        return False
+    from reference_agents.agents import agent_kind
+
+    try:
+        return agent_kind(config_path) == "impala"
+    except ValueError:
+        return False
+
+
+def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: str | None,
+                   publish_every: int) -> Callable[[Any], Any] | None:
+    """``fn(agent) -> worker`` for ``kind`` (None: the one-process `VectorEnvWorker`)."""
+    if kind == "local":
+        return None
+    from reference_agents.training.actor_learner import ActorLearnerWorker
+
+    if kind == "tf-dist":
+        from harness.execution.tf_dist import TFActorLearnerExecutor
+
+        def make_executor(rollouts: Any, episodes: Any, weights: Any) -> Any:
+            return TFActorLearnerExecutor(actors, {"rollouts": (rollouts, 4 * actors), "episodes": (episodes, 100_000)},
+                                          weights, cluster_spec=cluster_spec)
+    else:
+        from harness.execution.ray.actor_learner import RayActorLearnerExecutor
+
+        def make_executor(rollouts: Any, episodes: Any, weights: Any) -> Any:
+            return RayActorLearnerExecutor(actors, {"rollouts": (rollouts, 4 * actors), "episodes": (episodes, 100_000)},
+                                           weights, address=address)
+
+    return lambda agent: ActorLearnerWorker(agent, make_executor, publish_every=publish_every)
+
+
+def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Callable[[str], int],
+                     summary: Callable[[Any, str], str], resolve_config: Callable[[str], str],
+                     describe_config: Callable[[str, str], str], default_steps: int) -> int:
+    """Runs (or resumes) an IMPALA training; returns the exit status."""
+    from reference_agents.agents import ConfigError, build_agent, load_config
+    from reference_agents.training import Trainer, set_framework_threads
+
+    kind = args.executor or "local"
+    if args.shards is not None:
+        return fail("--shards is for Ape-X; IMPALA has no replay")
+    if kind == "tf-dist" and args.workers is not None:
+        return fail("--executor tf-dist takes --actors N (actor processes), not --workers")
+    if kind == "ray" and args.actors is not None:
+        return fail("--executor ray takes --workers N (Ray actors), not --actors")
+    if kind == "local" and (args.actors or args.workers or args.address or args.cluster_spec):
+        return fail("--actors, --workers, --address and --cluster-spec need --executor tf-dist or ray")
+    if args.address is not None and kind != "ray":
+        return fail("--address joins a Ray cluster: give --executor ray")
+    if args.cluster_spec is not None and kind != "tf-dist":
+        return fail("--cluster-spec is for --executor tf-dist")
+    actors = (args.actors if kind == "tf-dist" else args.workers) or 2
+    factory = worker_factory(kind, actors, args.address, args.cluster_spec, args.publish_every or 1)
+    trainer = None
+    try:
+        if args.resume is not None:
+            if args.seed is not None:
+                return fail("--seed cannot change a resumed run (its seed is in the checkpoint)")
+            set_framework_threads(args.backend or "torch", args.threads)
+            trainer = Trainer.resume(args.resume, backend=args.backend, worker_factory=factory, **options)
+            source = f"the checkpoint in {args.resume}"
+            steps = args.steps or trainer.total_steps_target
+        else:
+            path = resolve_config(args.config)
+            print(f"spacegraph train: config {describe_config(args.config, path)}", file=sys.stderr)
+            config, _ = load_config(path, {"backend": args.backend, "seed": args.seed})
+            set_framework_threads(config.backend, args.threads)
+            agent = build_agent(path, backend=args.backend, seed=args.seed)
+            stem = os.path.splitext(os.path.basename(path))[0]
+            out = args.out or os.path.join("runs", f"{stem}-{agent.backend}-{time.strftime('%Y%m%d-%H%M%S')}")
+            worker = factory(agent) if factory is not None else None
+            trainer = Trainer(agent, out, worker=worker, **options)
+            source = path
+            steps = args.steps or default_steps
+        if kind != "local":
+            ex = trainer.worker.executor
+            where = ", ".join(ex.cluster["actor"]) if kind == "tf-dist" else (args.address or "a local Ray instance")
+            print(f"spacegraph train: IMPALA on the {kind} executor: {trainer.worker.executor.num_actors} actors "
+                  f"({where}), one learner", file=sys.stderr)
+    except (ConfigError, ValueError, RuntimeError) as exc:
+        if trainer is not None:
+            trainer.worker.close()
+        return fail(str(exc))
+    try:
+        if trainer.worker.total_steps < steps:
+            trainer.train(steps)
+        else:
+            print(f"spacegraph train: {trainer.out_dir} is already at {trainer.worker.total_steps:,} env steps "
+                  f"(--steps {steps:,}); nothing to train", file=sys.stderr)
+    except KeyboardInterrupt:
+        result = trainer.result
+        if result is not None and result.checkpoint:
+            print(f"\ninterrupted at env step {result.total_steps:,}; checkpoint in {result.checkpoint}. "
+                  f"Continue with: spacegraph train --resume {result.out_dir}"
+                  + (f" --executor {kind}" if kind != "local" else ""), file=sys.stderr)
+        if result is not None:
+            print(summary(trainer, source))
+        return 130
+    finally:
+        trainer.worker.close()
+    print(summary(trainer, source))
+    if kind != "local":
+        failures = trainer.worker.executor.failures
+        print(f"{'actors':<12}  {trainer.worker.executor.num_actors}; rollouts learned per actor "
+              f"{dict(sorted(trainer.worker.received.items()))}; failures: "
+              + ("; ".join(f.message for f in failures) or "none"))
+    return 0

@@ -124,3 +124,50 @@ def test_ray_processes_are_gone_after_a_failing_test(tmp_path):
     from harness.execution.ray import ray_session_processes
 
     assert session and not ray_session_processes(session)
+
+
+CLUSTER = """
+import sys
+import ray
+ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=150 * 2 ** 20,
+         _node_ip_address="127.0.0.1")
+from ray._private.worker import _global_node
+print(ray.get_runtime_context().gcs_address, _global_node.get_session_dir_path(), flush=True)
+sys.stdin.readline()
+ray.shutdown()
+"""
+
+
+def test_spacegraph_train_address_joins_a_running_cluster(tmp_path, capsys):
+    """``--address`` joins a cluster started elsewhere (here a child process), trains, and leaves it running."""
+    import os
+    import subprocess
+    import sys
+
+    from harness.execution.ray import ray_session_processes, wait_session_gone
+    from spacegraph.cli import main
+
+    script = tmp_path / "cluster.py"
+    script.write_text(CLUSTER)
+    cluster = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True, env=dict(os.environ, RAY_AUTH_MODE="disabled"))
+    session = ""
+    try:
+        address, session = cluster.stdout.readline().split()
+        out = tmp_path / "run"
+        assert main(["train", str(APEX_CARTPOLE), "--executor", "ray", "--address", address, "--steps", "300",
+                     "--eval-every", "300", "--screen-episodes", "2", "--out", str(out), "--quiet"]) == 0
+        assert "RayActorExecutor: 2 workers" in capsys.readouterr().out
+        assert (out / "checkpoint" / "shards" / "shard-0.npz").exists()
+        assert ray_session_processes(session), "leaving the run must not stop the cluster it joined"
+    finally:
+        try:
+            cluster.stdin.write("\n")
+            cluster.stdin.flush()
+        except BrokenPipeError:
+            pass   # it ended already
+        try:
+            cluster.wait(60)
+        except subprocess.TimeoutExpired:
+            cluster.kill()
+    assert not wait_session_gone(session)

@@ -4,6 +4,6 @@ This package is the only place in the project (outside the RLlib comparisons of 
 that imports ray; ``suites/test_import_contract.py`` checks it.
 """
 
-from harness.execution.ray.executor import RayActorExecutor, ray_session_processes
+from harness.execution.ray.executor import RayActorExecutor, ray_session_processes, wait_session_gone
 
-__all__ = ["RayActorExecutor", "ray_session_processes"]
+__all__ = ["RayActorExecutor", "ray_session_processes", "wait_session_gone"]

@@ -113,6 +113,16 @@ def ray_session_processes(session_dir: str) -> list[int]:
     return out
 
 
+def wait_session_gone(session_dir: str, timeout: float = 20.0) -> list[int]:
+    """Polls until no process of the Ray session is left; returns those still there after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    left = ray_session_processes(session_dir)
+    while left and time.monotonic() < end:
+        time.sleep(0.25)
+        left = ray_session_processes(session_dir)
+    return left
+
+
 class RayActorExecutor(ActorExecutor):
     """Actors as Ray actors, each in its own process.
 

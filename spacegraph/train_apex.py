@@ -53,10 +53,11 @@ def cmd_train_apex(args: argparse.Namespace, options: dict[str, Any], fail: Call
     """Runs (or resumes) an Ape-X training; returns the exit status."""
     from reference_agents.agents import ConfigError
     from reference_agents.training import set_framework_threads
-    from reference_agents.training.apex import ApexTrainer, make_actor_executor
     from reference_agents.agents.apex import ApexDriver, load_apex_config
+    from reference_agents.training.apex import ApexTrainer, make_actor_executor, saved_executor_kind
 
-    kind = args.executor or "local"
+    # a resumed run keeps the executor it was trained on unless --executor says otherwise
+    kind = args.executor or (saved_executor_kind(args.resume) if args.resume is not None else None) or "local"
     executor = None
     trainer = None
     try:

@@ -41,6 +41,16 @@ def make_actor_executor(kind: str, address: str | None = None, num_cpus: int | N
     raise ValueError(f"executor must be one of {EXECUTORS}; got {kind!r}")
 
 
+def saved_executor_kind(directory: str | os.PathLike) -> str | None:
+    """The executor kind (``ray`` or ``local``) an Ape-X run directory's checkpoint was written with (None: unknown)."""
+    try:
+        with open(os.path.join(_checkpoint_dir(os.fspath(directory)), APEX_STATE)) as fh:
+            name = json.load(fh).get("executor") or ""
+    except (OSError, ValueError):
+        return None
+    return "ray" if "Ray" in name else "local" if name else None
+
+
 class ApexTrainer(Trainer):
     """`Trainer` over an `ApexDriver`: the same evaluations, metrics files, learning curve and checkpoints.
 
@@ -69,6 +79,7 @@ class ApexTrainer(Trainer):
             self.driver.save_shards(os.path.abspath(staging))
         with open(os.path.join(staging, APEX_STATE), "w") as fh:
             json.dump({"config": self.driver.config.model_dump(by_alias=True), "ledger": self.driver.ledger(False),
+                       "executor": type(self.driver.executor).__name__,
                        "worker_failures": self.driver.worker_failures,
                        "shard_failures": self.driver.shard_failures}, fh, indent=1, default=str)
         final = super().save_checkpoint()

@@ -214,7 +214,10 @@ def test_spacegraph_train_executor_local_and_resume(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "2 workers x 1 envs, 2 shards" in printed and "lost" in printed
     assert (out / "checkpoint" / "shards" / "shard-1.npz").exists() and (out / "metrics.csv").exists()
-    assert main(["train", "--resume", str(out), "--executor", "local", "--steps", "450", "--quiet"]) == 0
+    from reference_agents.training.apex import saved_executor_kind
+
+    assert saved_executor_kind(out) == "local"   # the resume below runs on it without --executor
+    assert main(["train", "--resume", str(out), "--steps", "450", "--quiet"]) == 0
     import re
 
     assert re.search(r"env steps\s+4[5-9]\d of 450", capsys.readouterr().out)  # whole sample calls: <= 20 over

@@ -15,6 +15,7 @@ import time
 from types import SimpleNamespace
 from typing import Any, Callable
 
+import numpy as np
 import ray
 import ray.exceptions
 
@@ -99,7 +100,8 @@ class RayWeightStore(WeightStore):
 
     def read(self) -> tuple[int, dict[str, Any]]:
         version, wrapped = _call(self.host.latest.remote())
-        return version, ({} if wrapped[0] is None else dict(ray.get(wrapped[0])))
+        # the object store hands out read-only views: copies, so that a reader may write to its arrays
+        return version, ({} if wrapped[0] is None else {k: np.array(v) for k, v in ray.get(wrapped[0]).items()})
 
     def version(self) -> int:
         return _call(self.host.latest.remote())[0]

@@ -1,0 +1,75 @@
+"""`spacegraph train` with IMPALA configs: one process, the run files and --resume; flags that do not fit say so;
+distributed TF and Ray from the command line (marked ``distributed``)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+
+from spacegraph.cli import main
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+
+
+def write_config(folder, **changes) -> str:
+    with open(os.path.join(ROOT, "reference_agents", "configs", "impala_cartpole.yaml")) as fh:
+        cfg = yaml.safe_load(fh)
+    cfg.update({"env": {"id": "CartPole-v1", "num_envs": 4}, "rollout": {"length": 10, "batch_size": 1},
+                "evaluation": {"every": 400, "screen_episodes": 2, "episodes": 3, "target_return": 1e9}}, **changes)
+    path = os.path.join(folder, "impala_tiny.yaml")
+    with open(path, "w") as fh:
+        yaml.safe_dump(cfg, fh)
+    return path
+
+
+def rows(run):
+    with open(os.path.join(run, "metrics.jsonl")) as fh:
+        return [json.loads(line) for line in fh]
+
+
+def test_train_and_resume_an_impala_config_in_one_process(tmp_path, capsys):
+    config, run = write_config(str(tmp_path)), str(tmp_path / "run")
+    assert main(["train", config, "--steps", "800", "--out", run, "--quiet", "--backend", "torch"]) == 0
+    out = capsys.readouterr().out
+    assert "env steps     800 of 800" in out and "updates       20" in out
+    assert [r["env_steps"] for r in rows(run)] == [400, 800]
+    assert sorted(os.listdir(run)) == ["checkpoint", "episodes.csv", "learning_curve.png", "metrics.csv",
+                                       "metrics.jsonl"]
+    assert main(["train", "--resume", run, "--steps", "1200", "--quiet"]) == 0
+    assert [r["env_steps"] for r in rows(run)] == [400, 800, 1200]
+    assert rows(run)[-1]["updates"] == 30
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--shards", "2"], "--shards is for Ape-X"),
+    (["--actors", "2"], "need --executor tf-dist or ray"),
+    (["--executor", "tf-dist", "--workers", "2"], "takes --actors N"),
+    (["--executor", "ray", "--actors", "2"], "takes --workers N"),
+    (["--executor", "tf-dist", "--address", "auto"], "--address joins a Ray cluster"),
+])
+def test_flags_that_do_not_fit_impala_are_refused(tmp_path, capsys, flags, message):
+    assert main(["train", write_config(str(tmp_path)), "--out", str(tmp_path / "r"), *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_tf_dist_flags_on_a_dqn_config_are_refused(tmp_path, capsys):
+    assert main(["train", "dqn_cartpole", "--executor", "tf-dist", "--out", str(tmp_path / "r")]) == 2
+    assert "are for IMPALA configs" in capsys.readouterr().err
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("executor, count, resume", [("tf-dist", "--actors", True), ("ray", "--workers", False)])
+def test_distributed_impala_from_the_command_line_and_resume(tmp_path, capsys, executor, count, resume):
+    config, run = write_config(str(tmp_path)), str(tmp_path / "run")
+    common = ["--quiet", "--executor", executor, count, "2"]
+    assert main(["train", config, "--steps", "1600", "--out", run, "--backend", "torch", *common]) == 0
+    out = capsys.readouterr().out
+    assert "rollouts learned per actor" in out and "failures: none" in out
+    assert rows(run)[-1]["env_steps"] >= 1600
+    if not resume:  # (the resume path is the executor's worker factory again: tf-dist covers it)
+        return
+    assert main(["train", "--resume", run, "--steps", "3200", *common]) == 0
+    assert rows(run)[-1]["env_steps"] >= 3200

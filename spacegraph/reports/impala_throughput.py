@@ -1,0 +1,344 @@
+"""IMPALA throughput: env frames/s learned from with 1, 2, 4 actors, ours on distributed TF against RLlib's IMPALA.
+
+Sides, each in its own subprocess, one after the other, for ``--seconds`` of measurement after a warm-up:
+
+* ``raw``: one process stepping the same vector of environments (``num_envs`` of the config) with random
+  actions: what one actor could give if acting cost nothing;
+* ``ours``: `ActorLearnerWorker` (learner, learning on, PyTorch backend) with a `TFActorLearnerExecutor`
+  of ``n`` actor processes (TF servers on 127.0.0.1); frames of the rollouts the learner learned from;
+* ``rllib``: RLlib 2.60's IMPALA (new API stack, PyTorch, local learner) with ``num_env_runners=n``,
+  ``num_envs_per_env_runner`` and ``rollout_fragment_length`` as ours, in a Ray instance on 127.0.0.1;
+  its ``num_env_steps_sampled_lifetime`` over the same window.
+
+The machine's CPU utilisation (``/proc/stat``, all processes) is read over each window. On 2 cores,
+more than 2 actor processes share the cores with the learner: the figures show what the frameworks
+make of a fixed machine, not scaling. Run under an interpreter with RLlib (``.[peers]``)::
+
+    python -m spacegraph.reports.impala_throughput [--envs cartpole,pong] [--actors 1,2,4] [--seconds 20]
+
+It writes ``reports/impala_throughput.md`` and ``.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+REPORT_DIR = Path(__file__).resolve().parents[2] / "reports"
+ENVS = {"cartpole": ("impala_cartpole", "CartPole-v1"), "pong": ("impala_pong", "ALE/Pong-v5")}
+THREADS = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
+           "RAY_AUTH_MODE": "disabled", "SPACEGRAPH_VALIDATE": "0"}
+
+
+def cpu_busy() -> tuple[float, float]:
+    """``(busy, total)`` jiffies of all CPUs since boot (``/proc/stat``)."""
+    with open("/proc/stat") as fh:
+        fields = [float(x) for x in fh.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+def window(measure: Any, seconds: float) -> dict[str, float]:
+    """Runs ``measure(seconds) -> frames`` and returns frames/s and the machine's CPU utilisation."""
+    busy0, total0 = cpu_busy()
+    start = time.perf_counter()
+    frames = measure(seconds)
+    elapsed = time.perf_counter() - start
+    busy1, total1 = cpu_busy()
+    return {"frames": frames, "seconds": elapsed, "frames_per_s": frames / elapsed,
+            "cpu_utilisation": (busy1 - busy0) / max(total1 - total0, 1e-9)}
+
+
+# ---- sides (each runs in a child process) -----------------------------------------------------------------
+def side_raw(env: str, actors: int, seconds: float) -> dict[str, Any]:
+    from reference_agents.agents import load_config
+    from reference_agents.workers import VectorEnv
+
+    cfg, _ = load_config(ENVS[env][0])
+    kwargs = dict(cfg.env.kwargs, **({"atari": True} if cfg.env.atari else {}))
+    envs = VectorEnv(cfg.env.id, cfg.env.num_envs, kwargs or None)
+    envs.reset(seed=0)
+    space = envs.action_space
+
+    def measure(limit: float) -> float:
+        steps, end = 0, time.perf_counter() + limit
+        while time.perf_counter() < end:
+            envs.step([space.sample() for _ in range(cfg.env.num_envs)])
+            steps += cfg.env.num_envs
+        return steps * envs.frames_per_step
+
+    measure(1.0)
+    out = window(measure, seconds)
+    envs.close()
+    return out
+
+
+def side_ours(env: str, actors: int, seconds: float) -> dict[str, Any]:
+    from harness.execution.tf_dist import TFActorLearnerExecutor
+    from reference_agents.agents import build_agent
+    from reference_agents.training.actor_learner import ActorLearnerWorker
+
+    agent = build_agent(ENVS[env][0], backend="torch")
+    worker = ActorLearnerWorker(agent, lambda r, e, w: TFActorLearnerExecutor(
+        actors, {"rollouts": (r, 4 * actors), "episodes": (e, 100_000)}, w, env=THREADS))
+    try:
+        per_batch = agent.config.rollout.length * agent.config.env.num_envs * agent.config.rollout.batch_size
+        deadline = time.monotonic() + 120
+        while len(worker.received) < actors and time.monotonic() < deadline:  # every actor up and delivering
+            worker.run(num_steps=per_batch)
+
+        def measure(limit: float) -> float:
+            first, end = worker.total_frames, time.perf_counter() + limit
+            while time.perf_counter() < end:
+                worker.run(num_steps=per_batch)
+            return worker.total_frames - first
+
+        out = window(measure, seconds)
+        out["updates"] = worker.total_updates
+        return out
+    finally:
+        worker.close()
+
+
+def rllib_pong(env_config: dict) -> Any:
+    """Pong as RLlib's Atari examples make it (84x84 gray, 4 frames skipped and 4 stacked); runs in RLlib's
+    env-runner processes, so it registers the ALE environments itself."""
+    import ale_py
+    import gymnasium as gym
+    from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
+
+    gym.register_envs(ale_py)
+    return wrap_atari_for_new_api_stack(gym.make("ALE/Pong-v5", frameskip=1), dim=84, frameskip=4, framestack=4)
+
+
+def side_rllib(env: str, actors: int, seconds: float) -> dict[str, Any]:
+    from spacegraph.reports.rllib import import_rllib_safely
+
+    import_rllib_safely()
+    import ray
+    from ray.rllib.algorithms.impala import IMPALAConfig
+
+    from reference_agents.agents import load_config
+
+    cfg, _ = load_config(ENVS[env][0])
+    name, frames_per_step = cfg.env.id, 1
+    if cfg.env.atari:
+        from ray import tune
+
+        tune.register_env("pong84", rllib_pong)
+        name, frames_per_step = "pong84", 4
+    ray.init(num_cpus=max(2, actors + 1), include_dashboard=False, object_store_memory=256 * 1024 ** 2,
+             _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        config = (IMPALAConfig().environment(name).framework("torch")
+                  .env_runners(num_env_runners=actors, num_envs_per_env_runner=cfg.env.num_envs,
+                               rollout_fragment_length=cfg.rollout.length)
+                  .learners(num_learners=0)
+                  .reporting(min_time_s_per_iteration=1)  # (default 10 s: too coarse for these windows)
+                  .training(lr=cfg.optimizer.learning_rate, train_batch_size_per_learner=(
+                      cfg.rollout.length * cfg.env.num_envs * cfg.rollout.batch_size)))
+        algo = config.build_algo()
+
+        seen = [0.0]
+
+        def sampled() -> float:
+            result = algo.train()  # the first results may not carry the counter yet
+            seen[0] = float(result.get("num_env_steps_sampled_lifetime",
+                                       result.get("env_runners", {}).get("num_env_steps_sampled_lifetime", seen[0])))
+            return seen[0]
+
+        start_steps, warm_end = sampled(), time.perf_counter() + 10
+        while time.perf_counter() < warm_end or start_steps == 0:
+            start_steps = sampled()
+
+        def measure(limit: float) -> float:
+            first, end, last = start_steps, time.perf_counter() + limit, start_steps
+            while time.perf_counter() < end:
+                last = sampled()
+            return (last - first) * frames_per_step
+
+        out = window(measure, seconds)
+        algo.stop()
+        return out
+    finally:
+        ray.shutdown()
+
+
+CURVE_POINTS = (15, 30, 60, 90, 120, 150)
+
+
+def side_curve_ours(env: str, actors: int, seconds: float) -> dict[str, Any]:
+    """CartPole learning against wall time: the mean return of the last 100 training episodes, from the
+    side's start (imports and start-up included) for ``seconds``."""
+    start = time.perf_counter()
+    from harness.execution.tf_dist import TFActorLearnerExecutor
+    from reference_agents.agents import build_agent
+    from reference_agents.training.actor_learner import ActorLearnerWorker
+
+    agent = build_agent(ENVS[env][0], backend="torch")
+    worker = ActorLearnerWorker(agent, lambda r, e, w: TFActorLearnerExecutor(
+        actors, {"rollouts": (r, 4 * actors), "episodes": (e, 100_000)}, w, env=THREADS))
+    curve = []
+    try:
+        while time.perf_counter() - start < seconds:
+            worker.run(num_steps=agent.config.rollout.length * agent.config.env.num_envs * 4)
+            if worker.episodes:
+                curve.append((time.perf_counter() - start, worker.mean_return(100), worker.total_steps))
+    finally:
+        worker.close()
+    return {"curve": curve}
+
+
+def side_curve_rllib(env: str, actors: int, seconds: float) -> dict[str, Any]:
+    """RLlib's IMPALA on CartPole (the settings of `side_rllib`): ``episode_return_mean`` (its window of
+    the last 100 episodes) against wall time from the side's start."""
+    start = time.perf_counter()
+    from spacegraph.reports.rllib import import_rllib_safely
+
+    import_rllib_safely()
+    import ray
+    from ray.rllib.algorithms.impala import IMPALAConfig
+
+    from reference_agents.agents import load_config
+
+    cfg, _ = load_config(ENVS[env][0])
+    ray.init(num_cpus=max(2, actors + 1), include_dashboard=False, object_store_memory=256 * 1024 ** 2,
+             _node_ip_address="127.0.0.1", log_to_driver=False)
+    curve = []
+    try:
+        algo = (IMPALAConfig().environment(cfg.env.id).framework("torch")
+                .env_runners(num_env_runners=actors, num_envs_per_env_runner=cfg.env.num_envs,
+                             rollout_fragment_length=cfg.rollout.length)
+                .learners(num_learners=0).reporting(min_time_s_per_iteration=1)
+                .training(lr=cfg.optimizer.learning_rate, train_batch_size_per_learner=(
+                    cfg.rollout.length * cfg.env.num_envs * cfg.rollout.batch_size))).build_algo()
+        while time.perf_counter() - start < seconds:
+            result = algo.train()
+            ret = result.get("env_runners", {}).get("episode_return_mean")
+            if ret is not None and ret == ret:
+                curve.append((time.perf_counter() - start, float(ret),
+                              float(result.get("num_env_steps_sampled_lifetime", 0))))
+        algo.stop()
+    finally:
+        ray.shutdown()
+    return {"curve": curve}
+
+
+def at(curve: list, t: float) -> float | None:
+    """The curve's last value at or before ``t`` seconds (None before its first point)."""
+    before = [r for s, r, _ in curve if s <= t]
+    return before[-1] if before else None
+
+
+SIDES = {"raw": side_raw, "ours": side_ours, "rllib": side_rllib, "curve_ours": side_curve_ours,
+         "curve_rllib": side_curve_rllib}
+
+
+def run_side(side: str, env: str, actors: int, seconds: float, timeout: float) -> dict[str, Any]:
+    """One side in a fresh child process; its result, or ``{"error": ...}``."""
+    cmd = [sys.executable, "-m", "spacegraph.reports.impala_throughput", "--child", side, "--envs", env,
+           "--actors", str(actors), "--seconds", str(seconds)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **THREADS})
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode != 0 or not lines:
+        return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+    return json.loads(lines[-1])
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = ["# IMPALA throughput: ours on distributed TF against RLlib's IMPALA", "",
+             f"Measured {result['date']} on {result['machine']} (commit {result['commit']}); "
+             f"{result['seconds']:.0f} s windows after warm-up, each side in its own process, one after the "
+             "other. Env frames/s are frames of rollouts the learner learned from (learning on); `raw` is one "
+             "process stepping the same environment vector with random actions. CPU: the whole machine's "
+             "utilisation over the window (other processes included).", "",
+             "| env | actors | ours frames/s | RLlib frames/s | ours / RLlib | raw frames/s (1 process) | "
+             "CPU ours | CPU RLlib |", "|---|---|---|---|---|---|---|---|"]
+    for env, rows in result["envs"].items():
+        raw = rows.get("raw", {})
+        for n in result["actors"]:
+            ours, rllib = rows.get(f"ours-{n}", {}), rows.get(f"rllib-{n}", {})
+
+            def rate(r: dict) -> str:
+                return f"{r['frames_per_s']:,.0f}" if "frames_per_s" in r else f"({r.get('error', 'not run')})"
+
+            ratio = (f"{ours['frames_per_s'] / rllib['frames_per_s']:.2f}x"
+                     if "frames_per_s" in ours and rllib.get("frames_per_s") else "-")
+            cpu = [f"{r['cpu_utilisation']:.0%}" if "cpu_utilisation" in r else "-" for r in (ours, rllib)]
+            lines.append(f"| {env} | {n} | {rate(ours)} | {rate(rllib)} | {ratio} | {rate(raw)} | {cpu[0]} | "
+                         f"{cpu[1]} |")
+    curves = result.get("curves", {})
+    if curves:
+        lines += ["", f"## CartPole learning against wall time ({result.get('curve_actors', 2)} actors)", "",
+                  "Mean return of the last 100 training episodes at each time (seconds from the side's start, "
+                  "start-up included; `-`: no episode finished yet). Ours: distributed TF; RLlib: its "
+                  "`episode_return_mean`.", "",
+                  "| seconds | " + " | ".join(str(t) for t in CURVE_POINTS) + " |",
+                  "|---|" + "---|" * len(CURVE_POINTS)]
+        for name, side in (("ours", "curve_ours"), ("RLlib", "curve_rllib")):
+            curve = curves.get(side, {}).get("curve")
+            if curve is None:
+                lines.append(f"| {name} | ({curves.get(side, {}).get('error', 'not run')}) |")
+                continue
+            values = [at(curve, t) for t in CURVE_POINTS]
+            lines.append(f"| {name} | " + " | ".join("-" if v is None else f"{v:.1f}" for v in values) + " |")
+        lines += ["", "Target (issue 15): a higher return than RLlib's IMPALA at every point of the curve."]
+    lines += ["", "Target (issue 15): at least 2x RLlib's frames/s.", "", "Reproduce: "
+              "`python -m spacegraph.reports.impala_throughput` under an interpreter with `.[peers]` installed."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any] | None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", default="cartpole,pong")
+    parser.add_argument("--actors", default="1,2,4")
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--sides", default="raw,ours,rllib,curve", help="raw, ours, rllib (throughput) and curve "
+                                                                         "(CartPole learning against wall time)")
+    parser.add_argument("--out-dir", default=str(REPORT_DIR))
+    parser.add_argument("--child", choices=sorted(SIDES), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(SIDES[args.child](args.envs, int(args.actors), args.seconds)))
+        return None
+    from harness.measure.host import describe, facts
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=REPORT_DIR.parent).stdout.strip()
+    actors = [int(a) for a in args.actors.split(",")]
+    result = {"date": time.strftime("%Y-%m-%d"), "machine": describe(facts()), "commit": commit,
+              "seconds": args.seconds, "actors": actors, "envs": {}}
+    for env in args.envs.split(",") if any(x in args.sides for x in ("raw", "ours", "rllib")) else []:
+        rows = result["envs"].setdefault(env, {})
+        if "raw" in args.sides:
+            rows["raw"] = run_side("raw", env, 1, args.seconds, 300)
+            print(env, "raw", rows["raw"], flush=True)
+        for n in actors:
+            for side in ("ours", "rllib"):
+                if side in args.sides:
+                    rows[f"{side}-{n}"] = run_side(side, env, n, args.seconds, 600)
+                    print(env, side, n, rows[f"{side}-{n}"], flush=True)
+    if "curve" in args.sides:
+        result["curve_actors"] = 2
+        result["curves"] = {side: run_side(side, "cartpole", 2, 150.0, 600) for side in ("curve_ours", "curve_rllib")}
+        print({k: v.get("curve", v)[-3:] if "curve" in v else v for k, v in result["curves"].items()}, flush=True)
+    out = Path(args.out_dir)
+    (out / "impala_throughput.json").write_text(json.dumps(result, indent=1))
+    (out / "impala_throughput.md").write_text(markdown(result))
+    print(markdown(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

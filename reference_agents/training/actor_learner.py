@@ -112,7 +112,8 @@ class ActorLearnerWorker:
         executor_factory: ``fn(rollout_spec, episode_spec, weight_spec) -> executor``: makes the executor
             that runs the actors and holds the queues ``rollouts`` and ``episodes`` and the weight store
             (e.g. a `TFActorLearnerExecutor`).
-        publish_every: publish the weights after this many updates.
+        publish_every: publish the weights after this many updates (0: never, for executors whose actors
+            hold no policy).
         stream: where actor failures are reported (default ``sys.stderr``).
         staged: batches the staging thread takes ahead of the one training.
     """
@@ -139,12 +140,17 @@ class ActorLearnerWorker:
         self.episodes: list[Episode] = []
         self.received: collections.Counter = collections.Counter()   # rollouts learned per actor
         self._next_tag: dict[tuple[int, int], int] = {}
-        self.executor = executor_factory(rollout_spec(agent), EPISODE_SPEC, weight_spec(agent))
-        self.executor.weights.publish(agent.get_weights())
+        self.executor = self._make_executor(executor_factory)
         self._staged: queue.Queue = queue.Queue(max(1, int(staged)))
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._stager: threading.Thread | None = None
+
+    def _make_executor(self, executor_factory: Callable[..., Any]) -> Any:
+        """The executor, with the learner's weights published before any actor starts."""
+        executor = executor_factory(rollout_spec(self.agent), EPISODE_SPEC, weight_spec(self.agent))
+        executor.weights.publish(self.agent.get_weights())
+        return executor
 
     # ---- actors and the staging thread -----------------------------------------------------------------
     def start(self) -> None:
@@ -173,6 +179,16 @@ class ActorLearnerWorker:
             return
         except BaseException as exc:  # surfaced by run()
             self._error = exc
+
+    def _next_batch(self) -> list[dict[str, Any]] | None:
+        """The next batch of rollouts the staging thread took (None after a second without one)."""
+        try:
+            return self._staged.get(timeout=1.0)
+        except queue.Empty:
+            return None
+
+    def _update(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
+        return self.agent.update(batch)
 
     def _check_order(self, batch: list[dict[str, Any]]) -> None:
         for rollout in batch:
@@ -215,17 +231,16 @@ class ActorLearnerWorker:
                 self.stream.write(f"spacegraph: {report.message}\n")
             if self._error is not None:
                 raise RuntimeError(f"ActorLearnerWorker: the staging thread failed: {self._error!r}") from self._error
-            try:
-                batch = self._staged.get(timeout=1.0)
-            except queue.Empty:
+            batch = self._next_batch()
+            if batch is None:
                 continue
             self._check_order(batch)
-            metrics = self.agent.update(batch)
+            metrics = self._update(batch)
             self.total_updates += 1
             self.last_loss = metrics["loss"]
             stats.num_updates += 1
             stats.last_loss = metrics["loss"]
-            if self.total_updates % self.publish_every == 0:
+            if self.publish_every and self.total_updates % self.publish_every == 0:
                 self.executor.weights.publish(self.agent.get_weights())
             self.total_steps += per_rollout * len(batch)
             self.total_frames = int(round(self.total_steps * self.frames_per_step))

@@ -54,7 +54,7 @@ def window(measure: Any, seconds: float) -> dict[str, float]:
     elapsed = time.perf_counter() - start
     busy1, total1 = cpu_busy()
     return {"frames": frames, "seconds": elapsed, "frames_per_s": frames / elapsed,
-            "cpu_utilisation": (busy1 - busy0) / max(total1 - total0, 1e-9)}
+            "cpu_utilisation": (busy1 - busy0) / max(total1 - total0, 1e-9), "load_1min": os.getloadavg()[0]}
 
 
 # ---- sides (each runs in a child process) -----------------------------------------------------------------
@@ -264,7 +264,7 @@ def markdown(result: dict[str, Any]) -> str:
              "process stepping the same environment vector with random actions. CPU: the whole machine's "
              "utilisation over the window (other processes included).", "",
              "| env | actors | ours frames/s | RLlib frames/s | ours / RLlib | raw frames/s (1 process) | "
-             "CPU ours | CPU RLlib |", "|---|---|---|---|---|---|---|---|"]
+             "CPU ours | CPU RLlib | load ours / RLlib / raw |", "|---|---|---|---|---|---|---|---|---|"]
     for env, rows in result["envs"].items():
         raw = rows.get("raw", {})
         for n in result["actors"]:
@@ -276,8 +276,9 @@ def markdown(result: dict[str, Any]) -> str:
             ratio = (f"{ours['frames_per_s'] / rllib['frames_per_s']:.2f}x"
                      if "frames_per_s" in ours and rllib.get("frames_per_s") else "-")
             cpu = [f"{r['cpu_utilisation']:.0%}" if "cpu_utilisation" in r else "-" for r in (ours, rllib)]
+            load = " / ".join(f"{r['load_1min']:.1f}" if "load_1min" in r else "-" for r in (ours, rllib, raw))
             lines.append(f"| {env} | {n} | {rate(ours)} | {rate(rllib)} | {ratio} | {rate(raw)} | {cpu[0]} | "
-                         f"{cpu[1]} |")
+                         f"{cpu[1]} | {load} |")
     curves = result.get("curves", {})
     if curves:
         lines += ["", f"## CartPole learning against wall time ({result.get('curve_actors', 2)} actors)", "",
@@ -294,7 +295,8 @@ def markdown(result: dict[str, Any]) -> str:
             values = [at(curve, t) for t in CURVE_POINTS]
             lines.append(f"| {name} | " + " | ".join("-" if v is None else f"{v:.1f}" for v in values) + " |")
         lines += ["", "Target (issue 15): a higher return than RLlib's IMPALA at every point of the curve."]
-    lines += ["", "Target (issue 15): at least 2x RLlib's frames/s.", "", "Reproduce: "
+    lines += ["", "Target (issue 15): at least 2x RLlib's frames/s.", *(["", "Notes:", ""] + [
+        f"- {n}" for n in result.get("notes", [])] if result.get("notes") else []), "", "Reproduce: "
               "`python -m spacegraph.reports.impala_throughput` under an interpreter with `.[peers]` installed."]
     return "\n".join(lines) + "\n"
 
@@ -307,18 +309,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--sides", default="raw,ours,rllib,curve", help="raw, ours, rllib (throughput) and curve "
                                                                          "(CartPole learning against wall time)")
     parser.add_argument("--out-dir", default=str(REPORT_DIR))
+    parser.add_argument("--note", action="append", default=[], help="a note for the report (repeatable)")
+    parser.add_argument("--rewrite", metavar="JSON", help="only rewrite the Markdown from a result JSON")
     parser.add_argument("--child", choices=sorted(SIDES), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(SIDES[args.child](args.envs, int(args.actors), args.seconds)))
         return None
+    if args.rewrite:
+        result = json.loads(Path(args.rewrite).read_text())
+        result["notes"] = [*result.get("notes", []), *args.note]
+        Path(args.rewrite).write_text(json.dumps(result, indent=1))
+        Path(args.rewrite).with_suffix(".md").write_text(markdown(result))
+        return result
     from harness.measure.host import describe, facts
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=REPORT_DIR.parent).stdout.strip()
     actors = [int(a) for a in args.actors.split(",")]
     result = {"date": time.strftime("%Y-%m-%d"), "machine": describe(facts()), "commit": commit,
-              "seconds": args.seconds, "actors": actors, "envs": {}}
+              "seconds": args.seconds, "actors": actors, "envs": {}, "notes": list(args.note)}
     for env in args.envs.split(",") if any(x in args.sides for x in ("raw", "ours", "rllib")) else []:
         rows = result["envs"].setdefault(env, {})
         if "raw" in args.sides:

@@ -86,6 +86,7 @@ class TFRecordQueue(RecordQueue):
             self._enqueue = self._queue.enqueue(self._inputs)
             self._count = tf.compat.v1.placeholder(tf.int32, [], name=f"{name}_count")
             self._dequeue = self._queue.dequeue_many(self._count)
+            self._dequeue_one = {n: tf.expand_dims(t, 0) for n, t in self._queue.dequeue().items()}
             self._size = self._queue.size()
             self._is_closed = self._queue.is_closed()
             self._close = self._queue.close(cancel_pending_enqueues=True)
@@ -97,9 +98,12 @@ class TFRecordQueue(RecordQueue):
     def take(self, count: int, timeout: float | None = None) -> dict[str, np.ndarray]:
         """The next ``count`` records; for one consumer (the learner).
 
-        TF's ``dequeue_many`` drops the records it took when its run times out, so this waits until
-        ``count`` records are there (polling `size`) and then dequeues them without a timeout.
+        TF's ``dequeue_many`` drops the records it took when its run times out, so for more than one record
+        this waits until ``count`` records are there (polling `size`) and then dequeues them without a
+        timeout; one record is dequeued with the timeout inside TF (nothing is taken when it expires).
         """
+        if count == 1:  # one record: a dequeue that times out has taken nothing, so wait inside TF
+            return self.session.run(self._dequeue_one, timeout=timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = 0.001
         while self.size() < count:

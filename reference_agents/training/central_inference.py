@@ -1,0 +1,243 @@
+"""Central batched inference (SEED RL style) for IMPALA: actors only step environments; the learner acts.
+
+An actor sends each lockstep step of its ``N`` environments as one request record (the observations
+to act on, and the rewards, terminations and final observations of the step before) and waits for its
+actions. The learner holds the only copy of the policy: an inference thread gathers requests from all
+actors into one batch (up to ``max_batch`` requests, waiting at most ``timeout_ms`` after the first),
+acts on it in one call with each environment's recurrent state, answers every actor, and cuts each
+actor's steps into rollouts that the learning loop (`ActorLearnerWorker.run`, unchanged) trains on.
+No weights are ever sent. Actors are independent of one another: a batch never waits for a particular
+actor, so one that dies or disconnects is simply absent from the next batches; when it comes back (a new
+incarnation, first request flagged) its environments start afresh on the learner too.
+
+The queues (``requests`` and one ``actions-<i>`` per actor) come from any actor-learner executor
+(in-process threads, distributed TF, Ray).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from harness.execution.transport import QueueClosed, RecordSpec
+from reference_agents.agents.impala.rollouts import RolloutBuilder
+from reference_agents.training.actor_learner import ActorLearnerWorker
+from reference_agents.workers import Episode, VectorEnv
+
+
+def request_spec(agent: Any) -> RecordSpec:
+    """One actor step: ``obs`` to act on, and ``reward``/``terminated``/``truncated``/``final`` of the step
+    before (``first``: the actor's first request, nothing before it)."""
+    n, state = agent.config.env.num_envs, agent.state_space
+    obs = (state.dtype.name, (n, *state.shape))
+    return {"actor": ("int64", ()), "incarnation": ("int64", ()), "seq": ("int64", ()), "first": ("bool", ()),
+            "obs": obs, "final": obs, "reward": ("float32", (n,)), "terminated": ("bool", (n,)),
+            "truncated": ("bool", (n,))}
+
+
+def response_spec(agent: Any) -> RecordSpec:
+    """The answer to one request: its ``seq`` and the ``N`` actions."""
+    return {"seq": ("int64", ()), "actions": ("int64", (agent.config.env.num_envs,))}
+
+
+def central_queues(agent: Any, actors: int) -> dict[str, tuple[RecordSpec, int]]:
+    """The queues of a central-inference run with ``actors`` actors."""
+    queues = {"requests": (request_spec(agent), 4 * actors)}
+    queues.update({f"actions-{i}": (response_spec(agent), 2) for i in range(actors)})
+    return queues
+
+
+def env_actor(transport: Any, index: int, incarnation: int, env: dict[str, Any], seed: int) -> None:
+    """An actor's body: step ``env`` (``{id, num_envs, kwargs, atari}``) with the actions the learner sends."""
+    kwargs = dict(env.get("kwargs") or {}, **({"atari": True} if env.get("atari") else {}))
+    envs = VectorEnv(env["id"], env["num_envs"], kwargs or None)
+    requests, answers = transport.queues["requests"], transport.queues[f"actions-{index}"]
+    n = envs.num_envs
+    act_on = envs.reset(seed=seed + 1009 * index + 100_003 * incarnation)
+    final, reward = act_on, np.zeros(n, np.float32)
+    terminated = truncated = np.zeros(n, bool)
+    try:
+        for seq in range(2 ** 62):
+            requests.put({"actor": index, "incarnation": incarnation, "seq": seq, "first": seq == 0, "obs": act_on,
+                          "final": final, "reward": reward, "terminated": terminated, "truncated": truncated})
+            answer = answers.take(1)
+            if int(answer["seq"][0]) != seq:
+                raise RuntimeError(f"actor {index}: answer {int(answer['seq'][0])} to request {seq}")
+            final, reward, terminated, truncated, _, act_on = envs.step(answer["actions"][0])
+    except QueueClosed:
+        return
+    finally:
+        envs.close()
+
+
+class _ActorSlot:
+    """The learner's side of one actor: its environments' recurrent state, the step in flight, rollouts."""
+
+    def __init__(self, agent: Any, incarnation: int) -> None:
+        n, units = agent.config.env.num_envs, agent.units or 0
+        self.incarnation = incarnation
+        self.state = (np.zeros((n, units), np.float32), np.zeros((n, units), np.float32))
+        self.builder = RolloutBuilder(agent.config.rollout.length, agent.recurrent)
+        self.starts = np.ones(n, bool)
+        self.last: dict[str, Any] | None = None
+        self.returns, self.lengths = np.zeros(n), np.zeros(n, np.int64)
+        self.next_seq = 0
+
+
+class CentralInferenceWorker(ActorLearnerWorker):
+    """The learner of a central-inference run, with the `Trainer` worker interface.
+
+    Args:
+        agent: the learner's `IMPALAAgent` (the only policy).
+        executor_factory: ``fn(queues) -> executor`` (``queues``: `central_queues`), e.g.
+            ``lambda q: TFActorLearnerExecutor(actors, q, {})``.
+        actors: how many actors the executor runs.
+        max_batch: requests (actors) per inference call at most.
+        timeout_ms: how long a batch waits for more requests after its first.
+    """
+
+    def __init__(self, agent: Any, executor_factory: Callable[..., Any], actors: int, max_batch: int | None = None,
+                 timeout_ms: float = 2.0, **kwargs: Any) -> None:
+        self.actors, self.max_batch = int(actors), int(max_batch or actors)
+        self.timeout = float(timeout_ms) / 1000.0
+        self.batch_sizes: collections.Counter = collections.Counter()   # achieved inference batches (requests)
+        self.answered: collections.Counter = collections.Counter()      # requests answered per actor
+        self.max_wait = 0.0  # the longest a batch waited for more requests after its first (seconds)
+        self._slots: dict[int, _ActorSlot] = {}
+        self._finished: list[Episode] = []
+        self._lock = threading.Lock()  # one executor call at a time: inference and learning share the policy
+        self._rollouts: collections.deque = collections.deque()
+        super().__init__(agent, executor_factory, publish_every=0, **kwargs)
+
+    def _make_executor(self, executor_factory: Callable[..., Any]) -> Any:
+        return executor_factory(central_queues(self.agent, self.actors))
+
+    def start(self) -> None:
+        """Starts the actors and the inference thread."""
+        env = self.agent.config.env
+        self.executor.start_actors(env_actor, {"id": env.id, "num_envs": env.num_envs, "kwargs": env.kwargs,
+                                               "atari": env.atari}, self.agent.seed)
+        self._stager = threading.Thread(target=self._serve, name="inference", daemon=True)
+        self._stager.start()
+
+    # ---- the inference thread ----------------------------------------------------------------------------
+    def _gather(self) -> dict[str, np.ndarray] | None:
+        requests = self.executor.queues["requests"]
+        try:
+            batch = [requests.take(1, timeout=1.0)]
+        except TimeoutError:
+            return None
+        first = time.monotonic()
+        deadline, count = first + self.timeout, 1
+        while count < self.max_batch:
+            waiting = requests.size()
+            if waiting:
+                batch.append(requests.take(min(waiting, self.max_batch - count)))
+                count += len(batch[-1]["seq"])
+            elif time.monotonic() >= deadline:
+                break
+            else:
+                time.sleep(0.0002)
+        self.max_wait = max(self.max_wait, time.monotonic() - first)
+        return {k: np.concatenate([b[k] for b in batch]) for k in batch[0]}
+
+    def _serve(self) -> None:
+        try:
+            while not self._stop.is_set():
+                batch = self._gather()
+                if batch is not None:
+                    self._answer(batch)
+        except QueueClosed:
+            return
+        except BaseException as exc:  # surfaced by run()
+            self._error = exc
+
+    def _complete(self, slot: _ActorSlot, index: int, reward: np.ndarray, terminated: np.ndarray,
+                  truncated: np.ndarray, final: np.ndarray) -> None:
+        """The step in flight of one actor, now that its outcome came: into the actor's rollout."""
+        last, agent = slot.last, self.agent
+        raw, reward = reward, reward.astype(np.float32).copy()
+        cut = truncated & ~terminated
+        if cut.any():  # a time-limit cut bootstraps in the reward (as IMPALAAgent.observe does)
+            if agent.recurrent:
+                boot = agent.executor.execute("values_recurrent", final, last["after"])
+            else:
+                boot = agent.executor.execute("values", final)
+            reward[cut] += agent.gamma * np.asarray(boot, np.float32)[cut]
+        done = terminated | truncated
+        rollout = slot.builder.add(last["states"], last["actions"], reward, (~done).astype(np.float32),
+                                   last["logits"], final, last["starts"], last["before"])
+        if rollout is not None:
+            rollout["actor"], rollout["incarnation"] = index, slot.incarnation
+            self._rollouts.append(rollout)
+        slot.returns += raw
+        slot.lengths += 1
+        for i in np.flatnonzero(done):
+            self._finished.append(Episode(index, float(slot.returns[i]), int(slot.lengths[i]), bool(terminated[i]),
+                                          bool(truncated[i]), self.total_steps, self.total_frames))
+            slot.returns[i], slot.lengths[i] = 0.0, 0
+            for s in slot.state:
+                s[i] = 0.0
+        slot.starts = done
+
+    def _answer(self, batch: dict[str, np.ndarray]) -> None:
+        agent, rows = self.agent, []
+        with self._lock:
+            for r in range(len(batch["seq"])):
+                index, incarnation, seq = int(batch["actor"][r]), int(batch["incarnation"][r]), int(batch["seq"][r])
+                slot = self._slots.get(index)
+                if slot is None or slot.incarnation != incarnation or bool(batch["first"][r]):
+                    slot = self._slots[index] = _ActorSlot(agent, incarnation)  # a new actor: all afresh
+                elif slot.last is not None:
+                    self._complete(slot, index, batch["reward"][r], batch["terminated"][r], batch["truncated"][r],
+                                   batch["final"][r])
+                if seq != slot.next_seq:
+                    raise RuntimeError(f"central inference: request {seq} of actor {index} where {slot.next_seq} "
+                                       f"was due: a step was dropped or sent twice")
+                slot.next_seq = seq + 1
+                rows.append((index, slot, seq))
+            obs = batch["obs"].reshape((-1, *agent.state_space.shape))
+            if agent.recurrent:
+                before = tuple(np.concatenate([slot.state[i] for _, slot, _ in rows]) for i in range(2))
+                actions, logits, _, after = agent.executor.execute("act_recurrent", obs, before)
+                after = tuple(np.asarray(a) for a in after)
+            else:
+                actions, logits, _ = agent.executor.execute("act", obs)
+                before = after = None
+            actions, logits = np.asarray(actions), np.asarray(logits)
+        n = agent.config.env.num_envs
+        self.batch_sizes[len(rows)] += 1
+        for k, (index, slot, seq) in enumerate(rows):
+            part = slice(k * n, (k + 1) * n)
+            state_before = None if before is None else tuple(b[part].copy() for b in before)
+            if after is not None:
+                for i in range(2):
+                    slot.state[i][:] = after[i][part]
+            slot.last = {"states": obs[part], "actions": actions[part], "logits": logits[part],
+                         "before": state_before, "after": None if after is None else tuple(a[part] for a in after),
+                         "starts": slot.starts.copy()}
+            self.answered[index] += 1
+            self.executor.queues[f"actions-{index}"].put({"seq": seq, "actions": actions[part]})
+
+    # ---- the learning loop's sources (see ActorLearnerWorker.run) ------------------------------------------
+    def _next_batch(self) -> list[dict[str, Any]] | None:
+        """The next ``rollout.batch_size`` rollouts the inference thread finished (None after a second)."""
+        k, deadline = self.agent.config.rollout.batch_size, time.monotonic() + 1.0
+        while len(self._rollouts) < k:
+            if time.monotonic() >= deadline or self._error is not None:
+                return None
+            time.sleep(0.001)
+        return [self._rollouts.popleft() for _ in range(k)]
+
+    def _update(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
+        with self._lock:
+            return self.agent.update(batch)
+
+    def _drain_episodes(self) -> list[Episode]:
+        new, self._finished = self._finished, []
+        self.episodes.extend(new)
+        return new

@@ -75,7 +75,8 @@ class TorchBackend(Backend):
             return x.to(dev) if isinstance(x, torch.Tensor) and x.device != dev else x
 
         def placed(*args: Any) -> Any:
-            return fn(*optree.tree_map(move, args))
+            with dev:  # tensors the step creates itself (random draws, zeros, constants) go to the device too
+                return fn(*optree.tree_map(move, args))
         return placed
 
     def check_device(self, device: str) -> None:

@@ -50,13 +50,16 @@ class IMPALAAgent(IMPALACheckpointMixin):
         seed: overrides the config's ``seed``.
         state_space: the observation space without batch rank (default: the config env's).
         action_space: an ``IntBox(n)`` (default: the config env's).
+        device: where the graph's variables and ops live (``"cuda:0"``, ``"/gpu:0"``; default: the backend's
+            default, the CPU here); an executor places a learner on an accelerator this way.
 
     Raises:
         ConfigError: naming the config file and key path for a bad config.
     """
 
     def __init__(self, config: Any, backend: str | None = None, seed: int | None = None,
-                 state_space: Space | str | None = None, action_space: Space | str | None = None) -> None:
+                 state_space: Space | str | None = None, action_space: Space | str | None = None,
+                 device: str | None = None) -> None:
         self.config, self.config_source = load_impala_config(config, {"backend": backend, "seed": seed})
         cfg: IMPALAConfig = self.config
         if state_space is None or action_space is None:
@@ -76,6 +79,7 @@ class IMPALAAgent(IMPALACheckpointMixin):
         self.gamma = float(cfg.loss.gamma)
         self.units = cfg.network.lstm_units
         self.recurrent = self.units is not None
+        self.device = device
         self.graph = self._make_graph()
         self.executor = self._build()
         self.timesteps = 0
@@ -119,7 +123,8 @@ class IMPALAAgent(IMPALACheckpointMixin):
             spaces.update(initial_state=f"[B](float32[{self.units}], float32[{self.units}])", resets="bool[T,B]")
         try:
             return GraphExecutor(self.graph, spaces, backend=self.backend, seed=self.seed,
-                                 api_methods=self._methods(), compile="first_call")
+                                 api_methods=self._methods(), compile="first_call",
+                                 device_map={self.graph.global_scope: self.device} if self.device else None)
         except SpacegraphError as exc:
             raise ConfigError(self.config_source, [("", f"the IMPALA graph does not build: {exc}")]) from None
 

@@ -96,7 +96,8 @@ class ActorExecutor(abc.ABC):
     def start(self, name: str, factory: Callable[..., Any], *args: Any, restarts: int = 0, cpus: float = 0.0,
               **kwargs: Any) -> ActorHandle:
         """An actor made by ``factory(*args, **kwargs)``; ``restarts`` bounds how often it may be restarted,
-        ``cpus`` is what it reserves where the engine schedules by CPUs (0: nothing)."""
+        ``cpus`` is what it reserves where the engine schedules by CPUs (0: nothing). It may return before
+        the actor is up (Ray does): the first call's answer says whether ``factory`` succeeded."""
 
     @abc.abstractmethod
     def put(self, value: Any) -> Any:

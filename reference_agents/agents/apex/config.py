@@ -31,6 +31,8 @@ class ApexSection(_Section):
     sample_steps: int = Field(50, ge=1, description="env steps (summed over a worker's envs) per sample call")
     epsilon: float = Field(0.4, ge=0.0, le=1.0, description="worker i explores with epsilon ** (1 + alpha i/(N-1))")
     alpha: float = Field(7.0, ge=0.0, description="the spread of the workers' epsilons")
+    calls_in_flight: int = Field(2, ge=1, description="sample calls queued per worker (2: it starts the next while "
+                                                      "the driver handles the last)")
     publish_every: int = Field(10, ge=1, description="learner updates between weight publications")
     prefetch: int = Field(4, ge=1, description="sampled batches the learner's queue holds")
     throttle: bool = Field(False, description="keep learner updates and env steps to the `update` schedule's "

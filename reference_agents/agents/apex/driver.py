@@ -341,14 +341,19 @@ class ApexDriver:
                 if self._next_snapshot is not None and self.total_steps >= self._next_snapshot and not adds:
                     self._snapshot()
                     self._next_snapshot = self.total_steps + a.snapshot_every
-                busy = {i for i, _ in samples.values()}
+                busy = [0] * self.num_workers
+                for i, _ in samples.values():
+                    busy[i] += 1
                 planned = self.total_steps + len(samples) * a.sample_steps
-                for i in range(self.num_workers):
-                    if stop or i in busy or (target is not None and planned >= target) or not self._may_sample(planned):
-                        continue
-                    meta, payload = self.workers[i].call_split("sample_split", 2, a.sample_steps)
-                    samples[meta] = (i, payload)
-                    planned += a.sample_steps
+                for depth in range(a.calls_in_flight):   # a worker never waits for the driver to ask again
+                    for i in range(self.num_workers):
+                        if stop or busy[i] > depth or (target is not None and planned >= target) \
+                                or not self._may_sample(planned):
+                            continue
+                        meta, payload = self.workers[i].call_split("sample_split", 2, a.sample_steps)
+                        samples[meta] = (i, payload)
+                        busy[i] += 1
+                        planned += a.sample_steps
                 pending = list(samples) + list(adds) + others
                 if not pending:
                     if stop or (target is not None and self.total_steps >= target):

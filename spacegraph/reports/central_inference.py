@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--out-dir", default=str(REPORT_DIR))
     parser.add_argument("--stem", default="central_inference")
     parser.add_argument("--note", action="append", default=[])
+    parser.add_argument("--commit", help="the commit measured (default: git rev-parse of the checkout)")
     parser.add_argument("--child", nargs=3, metavar=("MODE", "NETWORK", "ACTORS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -149,8 +150,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         return None
     from harness.measure.host import describe, facts
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=REPORT_DIR.parent).stdout.strip() or "unknown"
+    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                           cwd=REPORT_DIR.parent).stdout.strip() or "unknown"
     info = facts()
     actors = [int(a) for a in args.actors.split(",")]
     result = {"date": time.strftime("%Y-%m-%d"), "machine": describe(info), "commit": commit,

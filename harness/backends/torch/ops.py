@@ -217,12 +217,19 @@ class TorchOps:
             raise ValueError(f"unknown activation {name!r}; expected one of {ACTIVATIONS}")
         return getattr(self, name)
 
-    # randomness (seeded per executor)
+    # randomness (seeded per executor): drawn by the CPU generator, then moved to the device the step runs on
+    # (a step placed on a GPU creates its tensors there), so a seed gives the same draws on every device
+    def _drawn(self, sample: Any) -> Any:
+        device = torch.get_default_device()
+        return sample if device.type == "cpu" else sample.to(device)
+
     def random_uniform(self, shape: Any, low: float = 0.0, high: float = 1.0, dtype: str = "float32") -> Any:
-        return torch.rand(tuple(int(s) for s in shape), generator=self._gen, dtype=_dt(dtype)) * (high - low) + low
+        u = torch.rand(tuple(int(s) for s in shape), generator=self._gen, dtype=_dt(dtype), device="cpu")
+        return self._drawn(u) * (high - low) + low
 
     def random_normal(self, shape: Any, mean: float = 0.0, std: float = 1.0, dtype: str = "float32") -> Any:
-        return torch.randn(tuple(int(s) for s in shape), generator=self._gen, dtype=_dt(dtype)) * std + mean
+        n = torch.randn(tuple(int(s) for s in shape), generator=self._gen, dtype=_dt(dtype), device="cpu")
+        return self._drawn(n) * std + mean
 
     # variables and gradients
     @staticmethod

@@ -292,11 +292,32 @@ class GraphExecutor:
         for path, device in self.device_map.items():
             if path not in scopes:
                 raise ValueError(f"device_map: no component with scope path {path!r}; scopes are {sorted(scopes)}")
-            self.backend.check_device(device)
+            self._check_device(device, f"device_map[{path!r}]")
             scopes[path].device = device
         for comp in root.walk():
             if comp.device is not None and comp.global_scope not in self.device_map:
-                self.backend.check_device(comp.device)
+                self._check_device(comp.device, f"component {type(comp).__name__} {comp.global_scope!r}")
+
+    def _check_device(self, device: str, where: str) -> None:
+        """ValueError naming ``where``, the device and the devices that exist, if ``device`` cannot be used."""
+        try:
+            self.backend.check_device(device)
+        except ValueError as exc:
+            strategy = f" (strategy {self.strategy.name!r})" if self.strategy.name != "local" else ""
+            raise ValueError(f"{where}{strategy}: device {device!r} cannot be used: {exc}") from None
+
+    def placement(self) -> dict[str, dict[str, Any]]:
+        """Where each component of the built graph lives: ``{scope path: {"device": ..., "variables": [...]}}``.
+
+        ``device`` is the component's effective device (its own, the nearest ancestor's, or None for
+        the backend's default, the host); ``variables`` the devices its own variables are actually on,
+        as the backend reports them (sorted, no repeats; empty for a component without variables).
+        """
+        out = {}
+        for comp in self._built().root.walk():
+            actual = sorted({str(getattr(v, "device", "")) for v in comp.variables.values()})
+            out[comp.global_scope] = {"device": comp.effective_device(), "variables": actual}
+        return out
 
     def _make_call(self, api: BuiltApi) -> Callable:
         where = f"{type(self.root).__name__} {self.root.global_scope!r}"

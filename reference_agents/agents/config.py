@@ -152,6 +152,21 @@ _RENAMED_EVALUATION_KEYS = {"min_return": "target_return", "target": "target_ret
                             "eval_every": "every", "screen": "screen_episodes", "eval_envs": "envs"}
 
 
+class ExecutionConfig(_Section):
+    """Where the update runs: ``local`` (one device, the default) or ``sync-replicas``: synchronous
+    replicas of the update on ``devices`` (one entry per replica; a name may repeat), built by the
+    executor (`harness.execution.strategies.SyncReplicas`)."""
+
+    strategy: Literal["local", "sync-replicas"] = "local"
+    devices: list[str] = Field(default_factory=list, description="one device per replica, e.g. ['/cpu:0', '/cpu:1']")
+
+    @model_validator(mode="after")
+    def _devices_given(self) -> "ExecutionConfig":
+        if self.strategy == "sync-replicas" and not self.devices:
+            raise ValueError("strategy sync-replicas needs devices: a non-empty list of device names")
+        return self
+
+
 class DQNConfig(_Section):
     """A whole DQN agent config (see the module docstring)."""
 
@@ -169,6 +184,7 @@ class DQNConfig(_Section):
     update: UpdateConfig = Field(default_factory=UpdateConfig)
     target_sync: TargetSyncConfig = Field(default_factory=TargetSyncConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
 
 
 def _read(path: str) -> Any:

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from harness.execution.executor import GraphExecutor
+from harness.execution.strategies import make_strategy
 from harness.graph.errors import SpacegraphError
 from harness.spaces import BoolBox, Dict, FloatBox, IntBox, Space, parse
 from reference_agents.agents.checkpoints import CHECKPOINT_REPLAY, CHECKPOINT_STATE, CHECKPOINT_WEIGHTS, \
@@ -189,9 +190,18 @@ class DQNAgent(StagingMixin, CheckpointMixin):
             # each API method is compiled (tf.function traced) when first used: a training run never
             # pays for the methods it does not call (greedy acting, td_errors, q_values, ...)
             return GraphExecutor(self.graph, spaces, backend=self.backend, seed=self.seed, api_methods=methods,
-                                 compile="first_call")
+                                 compile="first_call", strategy=self._strategy())
         except SpacegraphError as exc:
             raise ConfigError(self.config_source, [("", f"the DQN graph does not build: {exc}")]) from None
+
+    def _strategy(self) -> Any:
+        """The executor's device strategy from the config's ``execution`` section (replicates update_from_batch)."""
+        execution = self.config.execution
+        if execution.strategy != "local" and "update_from_memory" in self.replay.methods:
+            raise ConfigError(self.config_source, [("execution.strategy", "sync-replicas shards the batches of "
+                                                    "update_from_batch; this replay samples inside the graph "
+                                                    "(update_from_memory): use memory.type frames with form host")])
+        return make_strategy(execution.model_dump(), ["update_from_batch"], where="execution")
 
     # ---- acting ---------------------------------------------------------------------------------
     def _batch(self, states: Any, space: Space, what: str) -> tuple[np.ndarray, bool]:

@@ -1,0 +1,109 @@
+"""The graphs and batches the multi-device tests, benchmark and report share: a DQN and an IMPALA learner.
+
+Nothing here imports a framework: the executor imports the backend asked for (``torch`` never pulls in
+TensorFlow).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from harness.execution.executor import GraphExecutor
+from harness.execution.strategies import DeviceStrategy, SyncReplicas
+
+#: The update method each loss's graph replicates, and how its loss reduces the batch.
+UPDATES = {"dqn": ("update_from_batch", "mean"), "impala": ("update", "sum")}
+LOSSES = tuple(UPDATES)
+
+
+def dqn_graph(obs: int = 4, actions: int = 2, hidden: Sequence[int] = (16,), memory: bool = False) -> tuple[Any, dict]:
+    """A `DQNGraph` (double Q, Adam with clipping) and its input spaces (``memory`` adds an in-graph replay)."""
+    from harness.spaces import BoolBox, Dict, FloatBox, IntBox
+    from reference_agents.agents.dqn_graph import DQNGraph
+
+    state = FloatBox((obs,))
+    records = Dict(states=state, actions=IntBox(actions), rewards=FloatBox(()), terminals=BoolBox(),
+                   next_states=state, discounts=FloatBox((), 0.0, 1.0)).with_batch_rank()
+    layers = [{"type": "dense", "units": int(u), "activation": "relu"} for u in hidden]
+    graph = DQNGraph(actions, layers, False, {"type": "replay", "capacity": 64} if memory else None,
+                     {"gamma": 0.9, "double_q": True}, {"type": "adam", "learning_rate": 0.01, "clip_grad_norm": 5.0},
+                     {"type": "constant", "value": 0.1}, record_space=records)
+    spaces = {"states": state.with_batch_rank(), "time_step": "int64[]", "records": records,
+              "importance_weights": "float32[B]"}
+    if memory:
+        spaces["batch_size"] = "int64[]"
+    return graph, spaces
+
+
+def dqn_methods(memory: bool = False) -> list[str]:
+    """The root API methods the DQN tests build."""
+    return ["act", "update_from_batch", "sync_target"] + (["insert_records", "update_from_memory"] if memory else [])
+
+
+def dqn_batch(size: int, obs: int = 4, actions: int = 2, seed: int = 0) -> tuple:
+    """``(records, importance_weights)`` for `dqn_graph`'s ``update_from_batch``."""
+    rng = np.random.default_rng(seed)
+    records = dict(states=rng.normal(size=(size, obs)).astype(np.float32), actions=rng.integers(0, actions, size),
+                   rewards=rng.normal(size=size).astype(np.float32), terminals=rng.random(size) < 0.2,
+                   next_states=rng.normal(size=(size, obs)).astype(np.float32),
+                   discounts=np.full(size, 0.9, np.float32))
+    return records, rng.uniform(0.5, 1.0, size).astype(np.float32)
+
+
+def impala_graph(obs: int = 4, actions: int = 3, hidden: Sequence[int] = (16,), reduction: str = "sum") -> tuple[Any, dict]:
+    """An `IMPALAGraph` (feed-forward, RMSProp with clipping) and its input spaces (time-major rollouts)."""
+    from harness.spaces import FloatBox
+    from reference_agents.agents.impala.graph import IMPALAGraph
+
+    layers = [{"type": "dense", "units": int(u), "activation": "relu"} for u in hidden]
+    graph = IMPALAGraph(actions, layers, None, {"gamma": 0.99, "baseline_cost": 0.5, "entropy_cost": 0.01,
+                                                "reduction": reduction},
+                        {"type": "rmsprop", "learning_rate": 0.01, "clip_grad_norm": 40.0})
+    state = FloatBox((obs,))
+    spaces = {"states": state.with_batch_rank(), "rollout_states": state.with_ranks(True, True, time_major=True),
+              "actions": f"int64[T,B](0,{actions - 1})", "rewards": "float32[T,B]",
+              "discounts": "float32[T,B](0,1)", "behaviour_logits": f"float32[T,B,{actions}]"}
+    return graph, spaces
+
+
+def impala_batch(size: int, length: int = 5, obs: int = 4, actions: int = 3, seed: int = 0) -> tuple:
+    """``(rollout_states [T+1,B], actions, rewards, discounts, behaviour_logits [T,B])`` for ``update``."""
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(length + 1, size, obs)).astype(np.float32),
+            rng.integers(0, actions, (length, size)), rng.normal(size=(length, size)).astype(np.float32),
+            np.full((length, size), 0.99, np.float32), rng.normal(size=(length, size, actions)).astype(np.float32))
+
+
+def build(loss: str, backend: str, devices: Sequence[str] | None, seed: int = 0, hidden: Sequence[int] = (16,),
+          memory: bool = False, device_map: dict[str, str] | None = None) -> GraphExecutor:
+    """An executor over the ``loss`` graph: single-device with ``devices`` None, else `SyncReplicas`."""
+    method, reduction = UPDATES[loss]
+    if loss == "dqn":
+        graph, spaces = dqn_graph(hidden=hidden, memory=memory)
+        methods = dqn_methods(memory)
+    else:
+        graph, spaces = impala_graph(hidden=hidden, reduction=reduction)
+        methods = ["act", "update"]
+    strategy = DeviceStrategy() if devices is None else SyncReplicas(list(devices), [method], reduction=reduction)
+    return GraphExecutor(graph, spaces, backend=backend, seed=seed, api_methods=methods, strategy=strategy,
+                         device_map=device_map)
+
+
+def batch(loss: str, size: int, seed: int = 0) -> tuple:
+    """The inputs of the ``loss`` graph's update method for a batch of ``size`` (rollouts for IMPALA)."""
+    return dqn_batch(size, seed=seed) if loss == "dqn" else impala_batch(size, seed=seed)
+
+
+def main_weights(executor: GraphExecutor) -> dict[str, np.ndarray]:
+    """The root's own variables (no replica copies, gradient accumulators or their optimizer)."""
+    return {k: v for k, v in executor.get_weights().items() if "replica_" not in k}
+
+
+def replica_weights(executor: GraphExecutor, index: int) -> dict[str, np.ndarray]:
+    """Replica ``index``'s (>= 1) copy of each root variable, keyed by the root's path."""
+    root = executor.graph.root.global_scope
+    tag = f"{root}/replica_{index}/"
+    return {f"{root}/{k[len(tag):]}": v for k, v in executor.get_weights().items()
+            if k.startswith(tag) and not k.endswith("/grad")}

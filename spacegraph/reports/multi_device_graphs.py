@@ -77,8 +77,10 @@ def impala_batch(size: int, length: int = 5, obs: int = 4, actions: int = 3, see
 
 
 def build(loss: str, backend: str, devices: Sequence[str] | None, seed: int = 0, hidden: Sequence[int] = (16,),
-          memory: bool = False, device_map: dict[str, str] | None = None) -> GraphExecutor:
-    """An executor over the ``loss`` graph: single-device with ``devices`` None, else `SyncReplicas`."""
+          memory: bool = False, device_map: dict[str, str] | None = None,
+          strategy: DeviceStrategy | None = None) -> GraphExecutor:
+    """An executor over the ``loss`` graph: single-device with ``devices`` None, else `SyncReplicas`
+    (or the ``strategy`` given)."""
     method, reduction = UPDATES[loss]
     if loss == "dqn":
         graph, spaces = dqn_graph(hidden=hidden, memory=memory)
@@ -86,7 +88,8 @@ def build(loss: str, backend: str, devices: Sequence[str] | None, seed: int = 0,
     else:
         graph, spaces = impala_graph(hidden=hidden, reduction=reduction)
         methods = ["act", "update"]
-    strategy = DeviceStrategy() if devices is None else SyncReplicas(list(devices), [method], reduction=reduction)
+    if strategy is None:
+        strategy = DeviceStrategy() if devices is None else SyncReplicas(list(devices), [method], reduction=reduction)
     return GraphExecutor(graph, spaces, backend=backend, seed=seed, api_methods=methods, strategy=strategy,
                          device_map=device_map)
 
@@ -107,3 +110,28 @@ def replica_weights(executor: GraphExecutor, index: int) -> dict[str, np.ndarray
     tag = f"{root}/replica_{index}/"
     return {f"{root}/{k[len(tag):]}": v for k, v in executor.get_weights().items()
             if k.startswith(tag) and not k.endswith("/grad")}
+
+
+def shard_rows(total: int, count: int, index: int) -> slice:
+    """The rows of shard ``index`` of ``count`` as `BatchSharder` cuts them (the first ``total % count`` get one more)."""
+    base, rem = divmod(total, count)
+    start = index * base + min(index, rem)
+    return slice(start, start + base + (1 if index < rem else 0))
+
+
+def distributed_run(rank: int, world: int, loss: str, size: int, steps: int, device: str = "cpu") -> dict:
+    """One process of a `DistributedReplicas` run (for `launch`): ``steps`` updates on this rank's shard of
+    the same global batches every rank draws; returns the root's weights."""
+    from harness.execution.strategies.distributed import DistributedReplicas
+
+    method, reduction = UPDATES[loss]
+    executor = build(loss, "torch", None, strategy=DistributedReplicas(device, [method], reduction=reduction))
+    for step in range(steps):
+        args = batch(loss, size, seed=step)
+        rows = shard_rows(size, world, rank)
+        if loss == "dqn":
+            records, weights = args
+            executor.execute(method, {k: v[rows] for k, v in records.items()}, weights[rows])
+        else:
+            executor.execute(method, *(a[:, rows] for a in args))
+    return main_weights(executor)

@@ -33,7 +33,6 @@ from harness.execution.strategies.base import DeviceStrategy
 from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, Space
 
-STRATEGIES = ("local", "sync-replicas")
 REDUCTIONS = ("mean", "sum")
 #: Direct sub-components of the root that stay on the host (not on the first replica's device).
 HOST_COMPONENTS = ("memory", "queue", "staging")
@@ -57,7 +56,8 @@ class BatchSharder(Component):
     """Splits a tuple of batched values into ``count`` contiguous shards along each leaf's batch axis.
 
     API ``shard(inputs)`` -> ``count * len(inputs)`` values (shard 0's inputs, then shard 1's, ...)
-    and the shard weights ``float32[count]``: ``n_i / B`` (``reduction="mean"``) or ones (``"sum"``).
+    and the shard weights ``float32[count]``: ``n_i / B`` (``reduction="mean"``), ones (``"sum"``) or the
+    row counts ``n_i`` (``"rows"``).
     Shard ``i`` holds rows ``[start_i, start_i + n_i)`` with ``n_i = B // count + (i < B % count)``.
     """
 
@@ -108,7 +108,10 @@ class BatchSharder(Component):
             part = {p: F.gather(v, idx, axis=self.axes[p]) for p, v in flat.items()}
             shards.extend(self.space.unflatten(part))
             sizes.append(size)
-        if self.reduction == "sum":
+        if self.reduction == "rows":  # the shard sizes themselves (the torch.distributed variant)
+            weights = F.constant([float(x) for x in sizes], "float32") if static else F.stack(
+                [F.cast(x, "float32") for x in sizes])
+        elif self.reduction == "sum":
             weights = F.ones((n,), "float32")
         elif static:
             weights = F.constant([s / total for s in sizes], "float32")
@@ -273,7 +276,7 @@ def _replicated_method(name: str, original: Any) -> Any:
         leaves, treedef = optree.tree_flatten(results[0], none_is_leaf=False)
         flat = [leaf for r in results for leaf in optree.tree_leaves(r)]
         own.sync_step(weights)
-        if not leaves:
+        if not leaves or len(results) == 1:
             return results[0]
         rep.mergers[name].width = len(leaves)
         merged = rep.mergers[name].merge(tuple(flat), weights)
@@ -366,14 +369,14 @@ class SyncReplicas(DeviceStrategy):
             opt = tower.sub_components[optimizer.scope]
             opt.__class__ = _gradient_tower_class(type(opt))
             gradient_towers.append(opt)
-        optimizer.__class__ = _sync_optimizer_class(type(optimizer))
+        optimizer.__class__ = self._sync_class(type(optimizer))
         optimizer.gradient_towers, optimizer.towers, optimizer.strategy_root = gradient_towers, towers, root
         rep = _Replicas()
         rep.towers, rep.own_gradients, rep.optimizer_attr = towers, own, self.optimizer_attr
         rep.broadcast = ReplicaBroadcast()
         rep.broadcast.strategy_root, rep.broadcast.towers, rep.broadcast.skip = root, towers, gradient_towers
         for m in self.methods:
-            rep.sharders[m] = BatchSharder(len(self.devices), self.reduction, scope=f"replica_sharder_{m}")
+            rep.sharders[m] = BatchSharder(len(self.devices), self._shard_weights(), scope=f"replica_sharder_{m}")
             rep.mergers[m] = OutputMerger(len(self.devices), 1, scope=f"replica_merger_{m}")  # width set at assembly
         methods = {m: _replicated_method(m, specs[m].fn) for m in self.methods}
         root.__class__ = type(type(root).__name__, (type(root),), {**methods, "__module__": type(root).__module__})
@@ -381,33 +384,15 @@ class SyncReplicas(DeviceStrategy):
         root.add_components(*towers, own, rep.broadcast, *rep.sharders.values(), *rep.mergers.values())
         return root
 
+    def _sync_class(self, base: type) -> type:
+        """The class the root's optimizer takes (one with ``sync_step(weights)``)."""
+        return _sync_optimizer_class(base)
+
+    def _shard_weights(self) -> str:
+        """What the sharders' weights are (see `BatchSharder`)."""
+        return self.reduction
+
     def describe(self) -> dict[str, Any]:
         """The strategy as config: ``{"strategy", "devices", "methods", "reduction"}``."""
         return {"strategy": self.name, "devices": list(self.devices), "methods": list(self.methods),
                 "reduction": self.reduction}
-
-
-def make_strategy(execution: dict[str, Any] | None, methods: Sequence[str], reduction: str = "mean",
-                  where: str = "execution") -> DeviceStrategy:
-    """The strategy an agent config's ``execution`` section names (None or ``{}``: the local default).
-
-    Args:
-        execution: ``{"strategy": "local" | "sync-replicas", "devices": [...]}``.
-        methods: the agent's update methods (replicated by ``sync-replicas``).
-        reduction: how the agent's loss reduces the batch (``"mean"`` or ``"sum"``).
-        where: the config key path for error messages.
-
-    Raises:
-        ValueError: naming ``where`` and the key for an unknown strategy or missing devices.
-    """
-    execution = dict(execution or {})
-    kind = execution.get("strategy", "local")
-    if kind not in STRATEGIES:
-        raise ValueError(f"{where}.strategy: unknown strategy {kind!r}; expected one of {STRATEGIES}")
-    if kind == "local":
-        return DeviceStrategy()
-    devices = execution.get("devices")
-    if not devices:
-        raise ValueError(f"{where}.devices: sync-replicas needs a list of devices (e.g. ['/cpu:0', '/cpu:1']); "
-                         f"got {devices!r}")
-    return SyncReplicas(devices, methods, reduction=reduction)

@@ -64,26 +64,25 @@ def _machine(backend_names: Sequence[str]) -> dict[str, Any]:
     return info
 
 
-def time_updates(executor: Any, method: str, args: tuple, seconds: float, repeats: int, warmup: int = 5) -> float:
-    """The median updates/s over ``repeats`` runs of at least ``seconds`` each (after ``warmup`` calls)."""
-    for _ in range(warmup):
+def time_updates(executor: Any, method: str, args: tuple, seconds: float) -> float:
+    """Updates/s over one run of at least ``seconds``."""
+    n, start = 0, time.perf_counter()
+    while True:
         executor.execute(method, *args)
-    rates = []
-    for _ in range(repeats):
-        n, start = 0, time.perf_counter()
-        while True:
-            executor.execute(method, *args)
-            n += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                break
-        rates.append(n / elapsed)
-    return statistics.median(rates)
+        n += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return n / elapsed
 
 
 def measure(backends: Sequence[str], losses: Sequence[str], replicas: Sequence[int], devices: dict[str, list[str]],
-            batch: int, hidden: Sequence[int], seconds: float, repeats: int) -> list[dict[str, Any]]:
-    """One row per backend, loss and setting (``single`` and each replica count)."""
+            batch: int, hidden: Sequence[int], seconds: float, repeats: int, warmup: int = 5) -> list[dict[str, Any]]:
+    """One row per backend, loss and setting (``single`` and each replica count).
+
+    The settings of one backend and loss are built first, warmed up, then timed in ``repeats``
+    interleaved rounds (one run of each setting per round), so that load drifting over the
+    measurement affects them alike; each figure is the median of its rounds.
+    """
     from spacegraph.reports import multi_device_graphs as mdg
 
     rows = []
@@ -92,14 +91,22 @@ def measure(backends: Sequence[str], losses: Sequence[str], replicas: Sequence[i
             method = mdg.UPDATES[loss][0]
             args = mdg.batch(loss, batch)
             samples = batch * (args[1].shape[0] if loss == "impala" else 1)
+            settings = []
             for count in [None, *replicas]:
                 devs = None if count is None else [devices[backend][i % len(devices[backend])] for i in range(count)]
                 executor = mdg.build(loss, backend, devs, hidden=hidden)
-                rate = time_updates(executor, method, args, seconds, repeats)
+                for _ in range(warmup):
+                    executor.execute(method, *args)
+                settings.append((count, devs, executor, []))
+            for _ in range(repeats):
+                for count, devs, executor, rates in settings:
+                    rates.append(time_updates(executor, method, args, seconds))
+            for count, devs, executor, rates in settings:
+                rate = statistics.median(rates)
                 rows.append({"backend": backend, "loss": loss, "replicas": count or 0,
                              "setting": "single" if count is None else f"{count} replicas",
                              "devices": devs or ["default"], "batch": batch, "samples_per_update": samples,
-                             "updates_per_s": rate, "samples_per_s": rate * samples})
+                             "updates_per_s": rate, "samples_per_s": rate * samples, "rounds": rates})
                 print(f"{backend:5s} {loss:6s} {rows[-1]['setting']:10s} {rate:9.1f} updates/s "
                       f"{rate * samples:11.0f} samples/s  {devs or ''}", flush=True)
     return rows
@@ -109,11 +116,11 @@ def markdown(result: dict[str, Any]) -> str:
     """The report text."""
     lines = ["# Synchronous replicas: update throughput at 1, 2, 4 replicas", "",
              f"Measured at commit `{result['commit']}` on {result['machine_name']} "
-             f"({result['machine']['cpus']} CPUs, load average {result['machine']['load_average'][0]:.2f} "
-             f"at the start), {result['date']}.", "",
+             f"({result['machine']['cpus']} CPUs, 1-minute load average {result['machine']['load_average'][0]:.2f} "
+             f"at the start, {result['load_average_end'][0]:.2f} at the end), {result['date']}.", "",
              f"Batch {result['batch']} (DQN: records; IMPALA: rollouts of 5 steps, so 5 x {result['batch']} "
              f"samples per update), MLP {result['hidden']}; each figure the median of {result['repeats']} runs of "
-             f"at least {result['seconds']} s. `single` is the graph without a strategy; `N replicas` the graph "
+             f"at least {result['seconds']} s, the settings of a backend and loss timed in interleaved rounds. `single` is the graph without a strategy; `N replicas` the graph "
              f"`SyncReplicas` expanded (N = 1 is the strategy's own overhead).", "",
              "Command:", "", "```bash", result["command"], "```", "",
              "| backend | loss | setting | devices | updates/s | samples/s | vs single |",
@@ -197,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "machine_name": args.machine or platform.node(), "machine": _machine(backends),
               "command": "python -m spacegraph.reports.multi_device " + " ".join(argv if argv is not None else sys.argv[1:]),
               "batch": args.batch, "hidden": hidden, "seconds": args.seconds, "repeats": args.repeats,
-              "devices": devices, "rows": rows, "tensorflow_imported": "tensorflow" in sys.modules,
+              "devices": devices, "rows": rows, "load_average_end": list(os.getloadavg()), "tensorflow_imported": "tensorflow" in sys.modules,
               "note": ("Devices given: " + ", ".join(given) + ". Replicas beyond the number of devices share one. "
                        if real else "") + NOTE_LOGICAL}
     with open(os.path.join(args.out, "multi_device.json"), "w") as fh:

@@ -136,3 +136,16 @@ def test_dqn_agent_config_selects_the_strategy():
     with pytest.raises(ConfigError, match="execution.strategy"):
         DQNAgent({**base, "execution": {"strategy": "sync-replicas", "devices": ["cpu", "cpu"]}},
                  state_space="float32[4]", action_space="int64[](0,1)")
+
+
+def test_graph_view_shows_each_component_with_its_replica_and_device():
+    from harness.graph.visualize.model import GraphModel
+
+    strategy = SyncReplicas(["cpu", "cpu"], ["update_from_batch"])
+    multi = mdg.GraphExecutor(*mdg.dqn_graph(memory=True), backend="torch",
+                              api_methods=mdg.dqn_methods(memory=True), strategy=strategy)
+    model = GraphModel.from_assembly(multi.assembly, tower_of=strategy.tower_of)
+    nodes = model.components
+    assert nodes["dqn/replica_1/q_network"].tower == "replica 1"
+    assert nodes["dqn/q_network"].tower == "replica 0" and nodes["dqn/q_network"].device == "cpu"
+    assert nodes["dqn/memory"].tower is None and nodes["dqn/memory"].device is None

@@ -18,3 +18,7 @@ class DeviceStrategy:
     def expand(self, root: Component) -> Component:
         """The root component to assemble and build (possibly a new one wrapping ``root``)."""
         return root
+
+    def tower_of(self, component: Component) -> str | None:
+        """The device tower ``component`` belongs to after `expand` (for the graph view), or None."""
+        return None

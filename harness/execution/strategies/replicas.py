@@ -381,8 +381,22 @@ class SyncReplicas(DeviceStrategy):
         methods = {m: _replicated_method(m, specs[m].fn) for m in self.methods}
         root.__class__ = type(type(root).__name__, (type(root),), {**methods, "__module__": type(root).__module__})
         root._sync_replicas = rep
+        self._towers, self._root, self._own = towers, root, own
         root.add_components(*towers, own, rep.broadcast, *rep.sharders.values(), *rep.mergers.values())
         return root
+
+    def tower_of(self, component: Component) -> str | None:
+        """``"replica <i>"`` for the components of replica i (0: the root's own update sub-graph on the first
+        device, its gradient tower included), None for the host's (memories, sharders, the broadcast)."""
+        chain = [component, *component.ancestors()]
+        for i, tower in enumerate(getattr(self, "_towers", []), start=1):
+            if tower in chain:
+                return f"replica {i}"
+        own = getattr(self, "_own", None)
+        if own is not None and (own in chain or (component is not self._root and
+                                                 component.effective_device() == self.devices[0])):
+            return "replica 0"
+        return None
 
     def _sync_class(self, base: type) -> type:
         """The class the root's optimizer takes (one with ``sync_step(weights)``)."""

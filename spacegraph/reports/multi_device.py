@@ -91,24 +91,26 @@ def measure(backends: Sequence[str], losses: Sequence[str], replicas: Sequence[i
             method = mdg.UPDATES[loss][0]
             args = mdg.batch(loss, batch)
             samples = batch * (args[1].shape[0] if loss == "impala" else 1)
-            settings = []
-            for count in [None, *replicas]:
+            first = devices[backend][0]
+            settings = []  # (name, replicas, devices, executor, rates)
+            for name, count in [("single", None), (f"single on {first}", None),
+                                *((f"{n} replicas", n) for n in replicas)]:
                 devs = None if count is None else [devices[backend][i % len(devices[backend])] for i in range(count)]
-                executor = mdg.build(loss, backend, devs, hidden=hidden)
+                placed = {loss: first} if name != "single" and count is None else None  # the root's scope is the loss name
+                executor = mdg.build(loss, backend, devs, hidden=hidden, device_map=placed)
                 for _ in range(warmup):
                     executor.execute(method, *args)
-                settings.append((count, devs, executor, []))
+                settings.append((name, count, devs or ([first] if placed else ["default"]), executor, []))
             for _ in range(repeats):
-                for count, devs, executor, rates in settings:
+                for _, _, _, executor, rates in settings:
                     rates.append(time_updates(executor, method, args, seconds))
-            for count, devs, executor, rates in settings:
+            for name, count, devs, executor, rates in settings:
                 rate = statistics.median(rates)
-                rows.append({"backend": backend, "loss": loss, "replicas": count or 0,
-                             "setting": "single" if count is None else f"{count} replicas",
-                             "devices": devs or ["default"], "batch": batch, "samples_per_update": samples,
+                rows.append({"backend": backend, "loss": loss, "replicas": count or 0, "setting": name,
+                             "devices": devs, "batch": batch, "samples_per_update": samples,
                              "updates_per_s": rate, "samples_per_s": rate * samples, "rounds": rates})
-                print(f"{backend:5s} {loss:6s} {rows[-1]['setting']:10s} {rate:9.1f} updates/s "
-                      f"{rate * samples:11.0f} samples/s  {devs or ''}", flush=True)
+                print(f"{backend:5s} {loss:6s} {name:18s} {rate:9.1f} updates/s "
+                      f"{rate * samples:11.0f} samples/s  {devs}", flush=True)
     return rows
 
 
@@ -120,16 +122,22 @@ def markdown(result: dict[str, Any]) -> str:
              f"at the start, {result['load_average_end'][0]:.2f} at the end), {result['date']}.", "",
              f"Batch {result['batch']} (DQN: records; IMPALA: rollouts of 5 steps, so 5 x {result['batch']} "
              f"samples per update), MLP {result['hidden']}; each figure the median of {result['repeats']} runs of "
-             f"at least {result['seconds']} s, the settings of a backend and loss timed in interleaved rounds. `single` is the graph without a strategy; `N replicas` the graph "
-             f"`SyncReplicas` expanded (N = 1 is the strategy's own overhead).", "",
+             f"at least {result['seconds']} s, the settings of a backend and loss timed in interleaved rounds. "
+             f"`single` is the graph without a strategy on the default device; `single on D` the same graph placed "
+             f"on the first device (the baseline replicas compare with: on PyTorch a placed step runs under a "
+             f"`torch.device` context, which costs per op even on `cpu`); `N replicas` the graph `SyncReplicas` "
+             f"expanded (N = 1 is the strategy's own overhead: sharding, the gradient tower, the weighted step).", "",
              "Command:", "", "```bash", result["command"], "```", "",
-             "| backend | loss | setting | devices | updates/s | samples/s | vs single |",
-             "|---|---|---|---|---:|---:|---:|"]
-    singles = {(r["backend"], r["loss"]): r["updates_per_s"] for r in result["rows"] if r["replicas"] == 0}
+             "| backend | loss | setting | devices | updates/s | samples/s | rounds min-max (updates/s) | "
+             "vs single on the first device |",
+             "|---|---|---|---|---:|---:|---:|---:|"]
+    placed = {(r["backend"], r["loss"]): r["updates_per_s"] for r in result["rows"]
+              if r["setting"].startswith("single on")}
     for r in result["rows"]:
-        ratio = r["updates_per_s"] / singles[(r["backend"], r["loss"])]
+        ratio = r["updates_per_s"] / placed[(r["backend"], r["loss"])]
         lines.append(f"| {r['backend']} | {r['loss']} | {r['setting']} | {', '.join(r['devices'])} | "
-                     f"{r['updates_per_s']:.1f} | {r['samples_per_s']:.0f} | {ratio:.2f} |")
+                     f"{r['updates_per_s']:.1f} | {r['samples_per_s']:.0f} | "
+                     f"{min(r['rounds']):.0f}-{max(r['rounds']):.0f} | {ratio:.2f} |")
     lines += ["", "## What these figures can and cannot show", "", result["note"], ""]
     if result.get("tensorflow_imported") is not None:
         lines += [f"TensorFlow imported by this run: {result['tensorflow_imported']}.", ""]
@@ -149,7 +157,8 @@ def plot(result: dict[str, Any], path: str) -> bool:
     fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.2), squeeze=False)
     for ax, (backend, loss) in zip(axes[0], groups):
         rows = [r for r in result["rows"] if (r["backend"], r["loss"]) == (backend, loss)]
-        ax.bar([r["setting"].replace(" replicas", "") for r in rows], [r["samples_per_s"] for r in rows])
+        ax.bar([r["setting"].replace(" replicas", "").replace("single on ", "on\n") for r in rows],
+               [r["samples_per_s"] for r in rows])
         ax.set_title(f"{backend} {loss}")
         ax.set_xlabel("replicas")
         ax.set_ylabel("samples/s")
@@ -198,10 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "torch" in backends:
         devices["torch"] = given or ["cpu"]
     os.makedirs(args.out, exist_ok=True)
+    load_start = list(os.getloadavg())
     rows = measure(backends, losses, replicas, devices, args.batch, hidden, args.seconds, args.repeats)
     real = given and any(d.startswith(("cuda", "/gpu", "gpu")) for d in given)
     result = {"commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "machine_name": args.machine or platform.node(), "machine": _machine(backends),
+              "machine_name": args.machine or platform.node(), "machine": {**_machine(backends), "load_average": load_start},
               "command": "python -m spacegraph.reports.multi_device " + " ".join(argv if argv is not None else sys.argv[1:]),
               "batch": args.batch, "hidden": hidden, "seconds": args.seconds, "repeats": args.repeats,
               "devices": devices, "rows": rows, "load_average_end": list(os.getloadavg()), "tensorflow_imported": "tensorflow" in sys.modules,

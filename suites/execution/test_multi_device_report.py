@@ -23,7 +23,8 @@ def test_torch_only_run_writes_json_and_markdown_without_tensorflow(tmp_path):
     assert result["tensorflow_imported"] is False
     settings = [(r["loss"], r["setting"], tuple(r["devices"])) for r in result["rows"]]
     assert settings == [(loss, s, d) for loss in ("dqn", "impala")
-                        for s, d in (("single", ("default",)), ("1 replicas", ("cpu",)), ("2 replicas", ("cpu", "cpu")))]
+                        for s, d in (("single", ("default",)), ("single on cpu", ("cpu",)), ("1 replicas", ("cpu",)),
+                                     ("2 replicas", ("cpu", "cpu")))]
     assert all(r["updates_per_s"] > 0 and r["samples_per_s"] == pytest.approx(r["updates_per_s"] * r["samples_per_update"])
                for r in result["rows"])
     text = (tmp_path / "multi_device.md").read_text()

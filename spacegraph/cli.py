@@ -291,8 +291,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if wants_impala(args, config_path):
         return cmd_train_impala(args, options, fail, _train_summary, resolve_config, describe_config,
                                 DEFAULT_TRAIN_STEPS)
-    if args.executor == "tf-dist" or args.actors is not None or args.cluster_spec is not None:
-        return fail("--executor tf-dist, --actors and --cluster-spec are for IMPALA configs (agent: impala)")
+    if args.executor in ("tf-dist", "seed") or args.actors is not None or args.cluster_spec is not None:
+        return fail("--executor tf-dist/seed, --actors and --cluster-spec are for IMPALA configs (agent: impala)")
     if wants_apex(args, config_path):
         return cmd_train_apex(args, options, fail, _train_summary, resolve_config, DEFAULT_TRAIN_STEPS)
     if args.workers is not None or args.shards is not None or args.address is not None:
@@ -452,11 +452,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
     train.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is not "
                                                                "a terminal")
-    train.add_argument("--executor", choices=["local", "ray", "tf-dist"],
+    train.add_argument("--executor", choices=["local", "ray", "tf-dist", "seed"],
                        help="Ape-X (distributed prioritized replay): its workers and replay shards as Ray actors "
                             "(ray) or in this process (local); an 'agent: apex' config defaults to local. IMPALA "
                             "('agent: impala'): one process (local, the default), actor processes with TF servers "
-                            "(tf-dist, --actors) or Ray actors (ray, --workers)")
+                            "(tf-dist, --actors) or Ray actors (ray, --workers); seed: central batched inference, actors only "
+                            "step environments (--actors; Ray with --address)")
     train.add_argument("--workers", type=_positive_int, help="Ape-X acting workers (default: the config's "
                                                              "apex.workers); IMPALA on Ray: actors (default 2)")
     train.add_argument("--actors", type=_positive_int, help="IMPALA on --executor tf-dist: actor processes "

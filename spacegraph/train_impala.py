@@ -1,6 +1,7 @@
 """``spacegraph train`` for IMPALA: one process (``--executor local``, the default), distributed TensorFlow
-(``--executor tf-dist --actors N [--cluster-spec FILE]``) or Ray (``--executor ray --workers N [--address
-ADDR]``), and ``--resume`` of any of them (the checkpoint holds the learner; actors start afresh)."""
+(``--executor tf-dist --actors N [--cluster-spec FILE]``), Ray (``--executor ray --workers N [--address
+ADDR]``) or central inference (``--executor seed --actors N``: actor processes on TF servers, or Ray actors
+with ``--address``), and ``--resume`` of any of them (the checkpoint holds the learner; actors start afresh)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 import time
 from typing import Any, Callable
 
-EXECUTORS = ("local", "tf-dist", "ray")
+EXECUTORS = ("local", "tf-dist", "ray", "seed")
 
 
 def is_impala_run(directory: str) -> bool:
@@ -52,6 +53,20 @@ def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: st
         return None
     from reference_agents.training.actor_learner import ActorLearnerWorker
 
+    if kind == "seed":  # central inference: actors step environments, the learner acts (TF servers, or Ray)
+        from reference_agents.training.central_inference import CentralInferenceWorker
+
+        def make_queues(queues: Any) -> Any:
+            if address is not None:
+                from harness.execution.ray.actor_learner import RayActorLearnerExecutor
+
+                return RayActorLearnerExecutor(actors, queues, {}, address=address)
+            from harness.execution.tf_dist import TFActorLearnerExecutor
+
+            return TFActorLearnerExecutor(actors, queues, {}, cluster_spec=cluster_spec)
+
+        return lambda agent: CentralInferenceWorker(agent, make_queues, actors)
+
     if kind == "tf-dist":
         from harness.execution.tf_dist import TFActorLearnerExecutor
 
@@ -78,17 +93,17 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
     kind = args.executor or "local"
     if args.shards is not None:
         return fail("--shards is for Ape-X; IMPALA has no replay")
-    if kind == "tf-dist" and args.workers is not None:
-        return fail("--executor tf-dist takes --actors N (actor processes), not --workers")
+    if kind in ("tf-dist", "seed") and args.workers is not None:
+        return fail(f"--executor {kind} takes --actors N (actor processes), not --workers")
     if kind == "ray" and args.actors is not None:
         return fail("--executor ray takes --workers N (Ray actors), not --actors")
     if kind == "local" and (args.actors or args.workers or args.address or args.cluster_spec):
         return fail("--actors, --workers, --address and --cluster-spec need --executor tf-dist or ray")
-    if args.address is not None and kind != "ray":
-        return fail("--address joins a Ray cluster: give --executor ray")
-    if args.cluster_spec is not None and kind != "tf-dist":
-        return fail("--cluster-spec is for --executor tf-dist")
-    actors = (args.actors if kind == "tf-dist" else args.workers) or 2
+    if args.address is not None and kind not in ("ray", "seed"):
+        return fail("--address joins a Ray cluster: give --executor ray (or seed)")
+    if args.cluster_spec is not None and kind not in ("tf-dist", "seed"):
+        return fail("--cluster-spec is for --executor tf-dist (or seed)")
+    actors = (args.actors if kind in ("tf-dist", "seed") else args.workers) or 2
     factory = worker_factory(kind, actors, args.address, args.cluster_spec, args.publish_every or 1)
     trainer = None
     try:
@@ -113,9 +128,11 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
             steps = args.steps or default_steps
         if kind != "local":
             ex = trainer.worker.executor
-            where = ", ".join(ex.cluster["actor"]) if kind == "tf-dist" else (args.address or "a local Ray instance")
+            where = ", ".join(ex.cluster["actor"]) if ex.cluster else (args.address or "a local Ray instance")
+            what = "central inference: actors step environments, the learner acts for all" if kind == "seed" else \
+                "one learner"
             print(f"spacegraph train: IMPALA on the {kind} executor: {trainer.worker.executor.num_actors} actors "
-                  f"({where}), one learner", file=sys.stderr)
+                  f"({where}), {what}", file=sys.stderr)
     except (ConfigError, ValueError, RuntimeError) as exc:
         if trainer is not None:
             trainer.worker.close()
@@ -140,6 +157,10 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
     print(summary(trainer, source))
     if kind != "local":
         failures = trainer.worker.executor.failures
+        if kind == "seed":
+            sizes = trainer.worker.batch_sizes
+            mean = sum(k * v for k, v in sizes.items()) / max(sum(sizes.values()), 1)
+            print(f"{'inference':<12}  {sum(sizes.values()):,} batched calls, {mean:.2f} actors per call on average")
         print(f"{'actors':<12}  {trainer.worker.executor.num_actors}; rollouts learned per actor "
               f"{dict(sorted(trainer.worker.received.items()))}; failures: "
               + ("; ".join(f.message for f in failures) or "none"))

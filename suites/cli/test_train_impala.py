@@ -61,7 +61,8 @@ def test_tf_dist_flags_on_a_dqn_config_are_refused(tmp_path, capsys):
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("executor, count, resume", [("tf-dist", "--actors", True), ("ray", "--workers", False)])
+@pytest.mark.parametrize("executor, count, resume", [("tf-dist", "--actors", True), ("ray", "--workers", False),
+                                                     ("seed", "--actors", False)])
 def test_distributed_impala_from_the_command_line_and_resume(tmp_path, capsys, executor, count, resume):
     config, run = write_config(str(tmp_path)), str(tmp_path / "run")
     common = ["--quiet", "--executor", executor, count, "2"]

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from harness.execution.executor import GraphExecutor
+from harness.execution.strategies import make_strategy
 from harness.graph.errors import SpacegraphError
 from harness.spaces import IntBox, Space
 from reference_agents.agents.checkpoints import _atomic_savez
@@ -124,7 +125,10 @@ class IMPALAAgent(IMPALACheckpointMixin):
         try:
             return GraphExecutor(self.graph, spaces, backend=self.backend, seed=self.seed,
                                  api_methods=self._methods(), compile="first_call",
-                                 device_map={self.graph.global_scope: self.device} if self.device else None)
+                                 device_map={self.graph.global_scope: self.device} if self.device else None,
+                                 strategy=make_strategy(self.config.execution.model_dump(),
+                                                        ["update_recurrent" if self.recurrent else "update"],
+                                                        reduction=self.config.loss.reduction))
         except SpacegraphError as exc:
             raise ConfigError(self.config_source, [("", f"the IMPALA graph does not build: {exc}")]) from None
 

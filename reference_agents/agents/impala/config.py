@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from reference_agents.agents.config import EnvConfig, EvaluationConfig, _Section, load_agent_config
+from reference_agents.agents.config import EnvConfig, EvaluationConfig, ExecutionConfig, _Section, load_agent_config
 
 
 class IMPALANetworkConfig(_Section):
@@ -75,6 +75,7 @@ class IMPALAConfig(_Section):
     loss: IMPALALossConfig = Field(default_factory=IMPALALossConfig)
     optimizer: IMPALAOptimizerConfig = Field(default_factory=IMPALAOptimizerConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
 
 
 def load_impala_config(config: str | os.PathLike | dict[str, Any] | IMPALAConfig,

@@ -21,7 +21,7 @@ from harness.graph.component import Component
 from harness.graph.errors import (BuildError, ExecutionError, InputValidationError, SpacegraphError,
                                   UnknownApiError)
 from harness.graph.partial import attach
-from harness.spaces import Space
+from harness.spaces import Dict, Space
 
 _log = logging.getLogger(__name__)
 
@@ -132,8 +132,15 @@ def _arg_converter(where: str, method: str, arg: str, space: Space, feed: Callab
         return _leaf_converter(where, method, arg, "", space, feed, validate)
     convs = {p: _leaf_converter(where, method, arg, p, s, feed, validate) for p, s in leaves}
     error = InputValidationError if validate else ExecutionError
+    # A dict of leaves (replay records, the common case): its leaf paths are its keys, so a plain dict with
+    # exactly those keys is converted key by key, without flattening and unflattening it; any other value
+    # takes the general path below (and its errors).
+    flat_keys = ([p for p, _ in leaves] == list(space)) if isinstance(space, Dict) else False
+    key_set = frozenset(convs)
 
     def convert(value: Any) -> Any:
+        if flat_keys and type(value) is dict and value.keys() == key_set:
+            return {p: c(value[p]) for p, c in convs.items()}
         try:
             flat = space.flatten_value(value)
         except ValueError as exc:

@@ -75,9 +75,15 @@ class TorchBackend(Backend):
             return x.to(dev) if isinstance(x, torch.Tensor) and x.device != dev else x
 
         def placed(*args: Any) -> Any:
+            return fn(*optree.tree_map(move, args))
+
+        if dev.type == "cpu":  # tensors are made on the CPU anyway: no device context (it costs per op)
+            return placed
+
+        def placed_on_device(*args: Any) -> Any:
             with dev:  # tensors the step creates itself (random draws, zeros, constants) go to the device too
                 return fn(*optree.tree_map(move, args))
-        return placed
+        return placed_on_device
 
     def check_device(self, device: str) -> None:
         try:

@@ -1,7 +1,7 @@
 """``spacegraph train`` for IMPALA: one process (``--executor local``, the default), distributed TensorFlow
 (``--executor tf-dist --actors N [--cluster-spec FILE]``), Ray (``--executor ray --workers N [--address
-ADDR]``) or central inference (``--executor seed --actors N``: actor processes on TF servers, or Ray actors
-with ``--address``), and ``--resume`` of any of them (the checkpoint holds the learner; actors start afresh)."""
+ADDR]``) or central inference (``--executor seed --actors N``: actor processes on a gRPC stream to the learner, or
+Ray actors with ``--address``), and ``--resume`` of any of them (the checkpoint holds the learner; actors start afresh)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: st
         return None
     from reference_agents.training.actor_learner import ActorLearnerWorker
 
-    if kind == "seed":  # central inference: actors step environments, the learner acts (TF servers, or Ray)
+    if kind == "seed":  # central inference: actors step environments, the learner acts (gRPC stream, or Ray)
         from reference_agents.training.central_inference import CentralInferenceWorker
 
         def make_queues(queues: Any) -> Any:
@@ -61,9 +61,9 @@ def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: st
                 from harness.execution.ray.actor_learner import RayActorLearnerExecutor
 
                 return RayActorLearnerExecutor(actors, queues, {}, address=address)
-            from harness.execution.tf_dist import TFActorLearnerExecutor
+            from harness.execution.grpc_stream import GrpcActorLearnerExecutor
 
-            return TFActorLearnerExecutor(actors, queues, {}, cluster_spec=cluster_spec)
+            return GrpcActorLearnerExecutor(actors, queues, {})
 
         return lambda agent: CentralInferenceWorker(agent, make_queues, actors)
 
@@ -101,8 +101,8 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
         return fail("--actors, --workers, --address and --cluster-spec need --executor tf-dist or ray")
     if args.address is not None and kind not in ("ray", "seed"):
         return fail("--address joins a Ray cluster: give --executor ray (or seed)")
-    if args.cluster_spec is not None and kind not in ("tf-dist", "seed"):
-        return fail("--cluster-spec is for --executor tf-dist (or seed)")
+    if args.cluster_spec is not None and kind != "tf-dist":
+        return fail("--cluster-spec is for --executor tf-dist")
     actors = (args.actors if kind in ("tf-dist", "seed") else args.workers) or 2
     factory = worker_factory(kind, actors, args.address, args.cluster_spec, args.publish_every or 1)
     trainer = None
@@ -128,7 +128,8 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
             steps = args.steps or default_steps
         if kind != "local":
             ex = trainer.worker.executor
-            where = ", ".join(ex.cluster["actor"]) if ex.cluster else (args.address or "a local Ray instance")
+            where = (", ".join(ex.cluster["actor"]) if ex.cluster else getattr(ex, "address", None) and
+                     f"gRPC at {ex.address}" or args.address or "a local Ray instance")
             what = "central inference: actors step environments, the learner acts for all" if kind == "seed" else \
                 "one learner"
             print(f"spacegraph train: IMPALA on the {kind} executor: {trainer.worker.executor.num_actors} actors "

@@ -1,4 +1,4 @@
-"""Central inference across processes (actors on TF servers at 127.0.0.1): a killed actor is dropped from the
+"""Central inference across processes (actors on a gRPC stream, or on TF servers, at 127.0.0.1): a killed actor is dropped from the
 batches at once, the others go on, and it comes back as a new incarnation whose environments start afresh."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import time
 import pytest
 import yaml
 
+from harness.execution.grpc_stream import GrpcActorLearnerExecutor
 from harness.execution.tf_dist import TFActorLearnerExecutor
 from reference_agents.agents import IMPALAAgent
 from reference_agents.training.central_inference import CentralInferenceWorker
@@ -18,12 +19,14 @@ pytestmark = pytest.mark.distributed
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "reference_agents", "configs", "impala_cartpole.yaml")
 
 
-def test_a_killed_actor_is_dropped_and_reconnects_while_the_others_go_on(capsys):
+@pytest.mark.parametrize("transport", ["grpc", "tf-dist"])
+def test_a_killed_actor_is_dropped_and_reconnects_while_the_others_go_on(capsys, transport):
     with open(CONFIG) as fh:
         cfg = yaml.safe_load(fh)
     cfg.update(env={"id": "CartPole-v1", "num_envs": 4}, rollout={"length": 10, "batch_size": 1})
     agent = IMPALAAgent(cfg, backend="torch", seed=0)
-    worker = CentralInferenceWorker(agent, lambda q: TFActorLearnerExecutor(2, q, {}), 2)
+    executor = GrpcActorLearnerExecutor if transport == "grpc" else TFActorLearnerExecutor
+    worker = CentralInferenceWorker(agent, lambda q: executor(2, q, {}), 2)
     try:
         deadline = time.monotonic() + 90
         while min(worker.answered.get(0, 0), worker.answered.get(1, 0)) < 20 and time.monotonic() < deadline:

@@ -28,9 +28,10 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
+from harness.execution.processes import ActorFailureReport, ActorProcesses, watch_parent
 from harness.execution.tf_dist.transport import TFRecordQueue, TFSession, TFWeightStore
 from harness.execution.transport import QueueClosed, RecordSpec
 
@@ -80,7 +81,7 @@ def _server_main(cluster: dict[str, list[str]], parent: int, env: dict[str, str]
     """The learner task's server process: serves until the learner (its parent) is gone or kills it."""
     os.environ.update(env)
     _start_server(cluster, "learner", 0)
-    _watch_parent(parent)
+    watch_parent(parent)
 
 
 def _build_transport(target: str, own: str | None, queues: dict[str, tuple[RecordSpec, int]],
@@ -100,35 +101,17 @@ class Transport:
     weights: Any
 
 
-def _watch_parent(parent: int) -> None:
-    while True:
-        if os.getppid() != parent:
-            os._exit(3)  # the learner is gone: leave at once, nothing to save on an actor
-        time.sleep(0.5)
-
-
 def _actor_main(cluster: dict[str, list[str]], index: int, incarnation: int, parent: int,
                 queues: dict[str, tuple[RecordSpec, int]], weights: RecordSpec, env: dict[str, str],
                 body: Callable[..., Any], args: tuple) -> None:
     os.environ.update(env)
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    threading.Thread(target=watch_parent, args=(parent,), daemon=True).start()
     server = _start_server(cluster, "actor", index)
     session, built, store = _build_transport(server.target, f"/job:actor/task:{index}", queues, weights, False)
     try:
         body(Transport(built, store), index, incarnation, *args)
     finally:
         session.close()
-
-
-@dataclass
-class ActorFailureReport:
-    """An actor process that ended by itself: which, how, and whether it was restarted."""
-
-    index: int
-    incarnation: int
-    exitcode: int | None
-    restarted: bool
-    message: str = field(default="")
 
 
 class TFActorLearnerExecutor:
@@ -165,11 +148,12 @@ class TFActorLearnerExecutor:
         except BaseException:
             self._stop_server()
             raise
-        self._procs: list[Any] = [None] * self.num_actors
-        self.incarnations = [0] * self.num_actors
-        self.restarts_used = [0] * self.num_actors
-        self._body: tuple[Callable[..., Any], tuple] | None = None
-        self.failures: list[ActorFailureReport] = []
+        self._actors: ActorProcesses | None = None
+
+    @property
+    def failures(self) -> list[ActorFailureReport]:
+        """Every actor failure reported so far."""
+        return self._actors.failures if self._actors is not None else []
 
     def _wait_for_server(self, timeout: float) -> None:
         """Initialises the weight store once the learner task's server answers (it starts in a moment)."""
@@ -195,57 +179,25 @@ class TFActorLearnerExecutor:
                 self._server.kill()
                 self._server.join(5)
 
-    def _spawn(self, index: int) -> None:
-        body, args = self._body
-        proc = self._ctx.Process(target=_actor_main, name=f"actor-{index}", daemon=True,
-                                 args=(self.cluster, index, self.incarnations[index], os.getpid(), self.queue_specs,
-                                       self.weight_spec, self.env, body, args))
-        proc.start()
-        self._procs[index] = proc
-
     def start_actors(self, body: Callable[..., Any], *args: Any) -> None:
         """Starts every actor process running ``body(transport, index, incarnation, *args)`` (picklable by
         reference: a module-level function)."""
-        self._body = (body, args)
-        for index in range(self.num_actors):
-            self._spawn(index)
+        self._actors = ActorProcesses(self.num_actors, _actor_main, lambda index, incarnation: (
+            self.cluster, index, incarnation, os.getpid(), self.queue_specs, self.weight_spec, self.env, body, args),
+            self.restarts)
+        self._actors.start_all()
 
     def pids(self) -> list[int | None]:
         """The actor processes' ids (None for one not started)."""
-        return [p.pid if p is not None else None for p in self._procs]
+        return self._actors.pids() if self._actors is not None else [None] * self.num_actors
 
     def poll(self) -> list[ActorFailureReport]:
-        """Actors that ended since the last poll: each reported and, within its ``restarts``, restarted.
-
-        An actor that ends with exit code 0 (its body returned) is reported too, and not restarted.
-        """
-        reports = []
-        for index, proc in enumerate(self._procs):
-            if proc is None or proc.is_alive():
-                continue
-            code = proc.exitcode
-            proc.join()
-            restart = code != 0 and self.restarts_used[index] < self.restarts and not self._closed
-            report = ActorFailureReport(index, self.incarnations[index], code, restart,
-                                        f"actor {index} (incarnation {self.incarnations[index]}, pid {proc.pid}) "
-                                        f"exited with code {code}" + (
-                                            f"; restarted ({self.restarts_used[index] + 1} of {self.restarts})"
-                                            if restart else "; not restarted"))
-            self._procs[index] = None
-            if restart:
-                self.restarts_used[index] += 1
-                self.incarnations[index] += 1
-                self._spawn(index)
-            reports.append(report)
-        self.failures.extend(reports)
-        return reports
+        """Actors that ended since the last poll, reported and (after a crash, within ``restarts``) restarted."""
+        return self._actors.poll() if self._actors is not None else []
 
     def kill(self, index: int) -> None:
         """Kills actor ``index`` as a crash would (tests of fault handling); `poll` then restarts it."""
-        proc = self._procs[index]
-        if proc is not None and proc.is_alive():
-            proc.kill()
-            proc.join(10)
+        self._actors.kill(index)
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Closes the queues (actors' next put fails: they stop), then terminates and kills what is left."""
@@ -254,17 +206,8 @@ class TFActorLearnerExecutor:
         self._closed = True
         for q in self.queues.values():
             q.close()
-        deadline = time.monotonic() + timeout
-        for proc in self._procs:
-            if proc is not None:
-                proc.join(max(0.0, deadline - time.monotonic()))
-        for proc in self._procs:
-            if proc is not None and proc.is_alive():
-                proc.terminate()
-                proc.join(3)
-                if proc.is_alive():
-                    proc.kill()
-                    proc.join(3)
+        if self._actors is not None:
+            self._actors.stop(timeout)
         self._session.close()
         self._stop_server()
 

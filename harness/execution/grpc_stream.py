@@ -23,9 +23,9 @@ from typing import Any, Callable, Iterator
 
 import grpc
 
-from harness.execution.processes import ActorFailureReport, ActorProcesses, watch_parent
+from harness.execution.processes import ProcessActorsMixin, watch_parent
 from harness.execution.transport import (
-    InProcessRecordQueue, InProcessWeightStore, QueueClosed, RecordQueue, RecordSpec, WeightStore, _Transport)
+    InProcessRecordQueue, InProcessWeightStore, QueueClosed, RecordQueue, RecordSpec, WeightStore, Transport)
 
 METHOD = "/spacegraph.Transport/Stream"
 _ERRORS = {"QueueClosed": QueueClosed, "TimeoutError": TimeoutError, "ValueError": ValueError}
@@ -101,13 +101,13 @@ def _actor_main(address: str, index: int, incarnation: int, parent: int, specs: 
     threading.Thread(target=watch_parent, args=(parent,), daemon=True).start()
     stream = _Stream(address)
     try:
-        body(_Transport({n: GrpcRecordQueue(stream, n, s) for n, s in specs.items()}, GrpcWeightStore(stream)),
+        body(Transport({n: GrpcRecordQueue(stream, n, s) for n, s in specs.items()}, GrpcWeightStore(stream)),
              index, incarnation, *args)
     finally:
         stream.close()
 
 
-class GrpcActorLearnerExecutor:
+class GrpcActorLearnerExecutor(ProcessActorsMixin):
     """Queues and weights served by a gRPC streaming service in this process; actors as spawned processes.
 
     Args:
@@ -136,7 +136,7 @@ class GrpcActorLearnerExecutor:
         self.port = self._server.add_insecure_port(f"{host}:{int(port)}")
         self.address = f"{host}:{self.port}"
         self._server.start()
-        self._actors: ActorProcesses | None = None
+        self._actors = None
         self._closed = False
 
     def _serve(self, operations: Iterator[tuple], context: Any) -> Iterator[tuple]:
@@ -154,37 +154,17 @@ class GrpcActorLearnerExecutor:
             except (QueueClosed, TimeoutError, ValueError) as exc:
                 yield "error", (type(exc).__name__, str(exc))
 
-    @property
-    def failures(self) -> list[ActorFailureReport]:
-        """Every actor failure reported so far."""
-        return self._actors.failures if self._actors is not None else []
-
     def start_actors(self, body: Callable[..., Any], *args: Any) -> None:
         """Starts every actor process running ``body(transport, index, incarnation, *args)``."""
-        self._actors = ActorProcesses(self.num_actors, _actor_main, lambda index, incarnation: (
-            self.address, index, incarnation, os.getpid(), self._specs, self.env, body, args), self.restarts)
-        self._actors.start_all()
-
-    def pids(self) -> list[int | None]:
-        return self._actors.pids() if self._actors is not None else [None] * self.num_actors
-
-    def poll(self) -> list[ActorFailureReport]:
-        """Actors that ended since the last poll, reported and (after a crash) restarted."""
-        return self._actors.poll() if self._actors is not None else []
-
-    def kill(self, index: int) -> None:
-        """Kills actor ``index`` as a crash would; `poll` then restarts it."""
-        self._actors.kill(index)
+        self._start_processes(_actor_main, lambda index, incarnation: (
+            self.address, index, incarnation, os.getpid(), self._specs, self.env, body, args))
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Closes the queues (actors' next operation fails: they return), stops the actors and the service."""
         if self._closed:
             return
         self._closed = True
-        for q in self.queues.values():
-            q.close()
-        if self._actors is not None:
-            self._actors.stop(timeout)
+        self._close_and_stop(timeout)
         self._server.stop(grace=1.0).wait(5)
 
     def __enter__(self) -> "GrpcActorLearnerExecutor":

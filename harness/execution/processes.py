@@ -113,3 +113,43 @@ class ActorProcesses:
                 if proc.is_alive():
                     proc.kill()
                     proc.join(3)
+
+
+class ProcessActorsMixin:
+    """The actor side of an executor whose actors are `ActorProcesses`: start, list, poll, kill, stop.
+
+    The executor sets ``num_actors``, ``restarts``, ``queues`` and ``_actors = None`` in its constructor.
+    """
+
+    num_actors: int
+    restarts: int
+    queues: dict[str, Any]
+    _actors: ActorProcesses | None
+
+    def _start_processes(self, target: Callable[..., Any], args_of: Callable[[int, int], tuple]) -> None:
+        self._actors = ActorProcesses(self.num_actors, target, args_of, self.restarts)
+        self._actors.start_all()
+
+    @property
+    def failures(self) -> list[ActorFailureReport]:
+        """Every actor failure reported so far."""
+        return self._actors.failures if self._actors is not None else []
+
+    def pids(self) -> list[int | None]:
+        """The actor processes' ids (None for one not started)."""
+        return self._actors.pids() if self._actors is not None else [None] * self.num_actors
+
+    def poll(self) -> list[ActorFailureReport]:
+        """Actors that ended since the last poll, reported and (after a crash, within ``restarts``) restarted."""
+        return self._actors.poll() if self._actors is not None else []
+
+    def kill(self, index: int) -> None:
+        """Kills actor ``index`` as a crash would (tests of fault handling); `poll` then restarts it."""
+        self._actors.kill(index)
+
+    def _close_and_stop(self, timeout: float) -> None:
+        """Closes the queues (an actor's next queue operation fails: it returns), then stops the processes."""
+        for q in self.queues.values():
+            q.close()
+        if self._actors is not None:
+            self._actors.stop(timeout)

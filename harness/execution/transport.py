@@ -182,7 +182,7 @@ class ThreadActorLearnerExecutor:
 
         def run() -> None:
             try:
-                body(_Transport(self.queues, self.weights), index, self.incarnations[index], *args)
+                body(Transport(self.queues, self.weights), index, self.incarnations[index], *args)
             except BaseException as exc:  # noqa: BLE001 - reported by poll()
                 self._errors[index] = exc
 
@@ -240,7 +240,7 @@ class ThreadActorLearnerExecutor:
         self.shutdown()
 
 
-class _Transport:
+class Transport:
     """What an actor body receives: ``queues`` by name and the ``weights`` store."""
 
     def __init__(self, queues: dict[str, RecordQueue], weights: WeightStore) -> None:

@@ -22,7 +22,7 @@ import ray.exceptions
 from harness.execution.actors import ActorFailure
 from harness.execution.ray.executor import RayActorExecutor
 from harness.execution.transport import (
-    InProcessRecordQueue, QueueClosed, RecordQueue, RecordSpec, WeightStore, _Transport)
+    InProcessRecordQueue, QueueClosed, RecordQueue, RecordSpec, WeightStore, Transport)
 
 
 class _TransportHost:
@@ -114,7 +114,7 @@ class _BodyRunner:
         self.index, self.host, self.specs = index, host, specs
 
     def run(self, incarnation: int, body: Callable[..., Any], args: tuple) -> str:
-        transport = _Transport({n: RayRecordQueue(self.host, n, s) for n, s in self.specs.items()},
+        transport = Transport({n: RayRecordQueue(self.host, n, s) for n, s in self.specs.items()},
                                RayWeightStore(self.host))
         body(transport, self.index, incarnation, *args)
         return "returned"

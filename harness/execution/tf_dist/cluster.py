@@ -28,12 +28,11 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
-from harness.execution.processes import ActorFailureReport, ActorProcesses, watch_parent
+from harness.execution.processes import ActorFailureReport, ProcessActorsMixin, watch_parent  # noqa: F401 (re-exported)
 from harness.execution.tf_dist.transport import TFRecordQueue, TFSession, TFWeightStore
-from harness.execution.transport import QueueClosed, RecordSpec
+from harness.execution.transport import QueueClosed, RecordSpec, Transport
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -93,14 +92,6 @@ def _build_transport(target: str, own: str | None, queues: dict[str, tuple[Recor
     return session, built, store
 
 
-@dataclass
-class Transport:
-    """What an actor body receives: the queues by name and the weight store."""
-
-    queues: dict[str, Any]
-    weights: Any
-
-
 def _actor_main(cluster: dict[str, list[str]], index: int, incarnation: int, parent: int,
                 queues: dict[str, tuple[RecordSpec, int]], weights: RecordSpec, env: dict[str, str],
                 body: Callable[..., Any], args: tuple) -> None:
@@ -114,7 +105,7 @@ def _actor_main(cluster: dict[str, list[str]], index: int, incarnation: int, par
         session.close()
 
 
-class TFActorLearnerExecutor:
+class TFActorLearnerExecutor(ProcessActorsMixin):
     """Runs the learner's side of an actor-learner job here and the actors as TF-server processes.
 
     Args:
@@ -148,12 +139,7 @@ class TFActorLearnerExecutor:
         except BaseException:
             self._stop_server()
             raise
-        self._actors: ActorProcesses | None = None
-
-    @property
-    def failures(self) -> list[ActorFailureReport]:
-        """Every actor failure reported so far."""
-        return self._actors.failures if self._actors is not None else []
+        self._actors = None
 
     def _wait_for_server(self, timeout: float) -> None:
         """Initialises the weight store once the learner task's server answers (it starts in a moment)."""
@@ -182,32 +168,15 @@ class TFActorLearnerExecutor:
     def start_actors(self, body: Callable[..., Any], *args: Any) -> None:
         """Starts every actor process running ``body(transport, index, incarnation, *args)`` (picklable by
         reference: a module-level function)."""
-        self._actors = ActorProcesses(self.num_actors, _actor_main, lambda index, incarnation: (
-            self.cluster, index, incarnation, os.getpid(), self.queue_specs, self.weight_spec, self.env, body, args),
-            self.restarts)
-        self._actors.start_all()
-
-    def pids(self) -> list[int | None]:
-        """The actor processes' ids (None for one not started)."""
-        return self._actors.pids() if self._actors is not None else [None] * self.num_actors
-
-    def poll(self) -> list[ActorFailureReport]:
-        """Actors that ended since the last poll, reported and (after a crash, within ``restarts``) restarted."""
-        return self._actors.poll() if self._actors is not None else []
-
-    def kill(self, index: int) -> None:
-        """Kills actor ``index`` as a crash would (tests of fault handling); `poll` then restarts it."""
-        self._actors.kill(index)
+        self._start_processes(_actor_main, lambda index, incarnation: (
+            self.cluster, index, incarnation, os.getpid(), self.queue_specs, self.weight_spec, self.env, body, args))
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Closes the queues (actors' next put fails: they stop), then terminates and kills what is left."""
         if self._closed:
             return
         self._closed = True
-        for q in self.queues.values():
-            q.close()
-        if self._actors is not None:
-            self._actors.stop(timeout)
+        self._close_and_stop(timeout)
         self._session.close()
         self._stop_server()
 

@@ -98,14 +98,12 @@ class TFRecordQueue(RecordQueue):
     def take(self, count: int, timeout: float | None = None) -> dict[str, np.ndarray]:
         """The next ``count`` records; for one consumer (the learner).
 
-        TF's ``dequeue_many`` drops the records it took when its run times out, so for more than one record
-        this waits until ``count`` records are there (polling `size`) and then dequeues them without a
-        timeout; one record is dequeued with the timeout inside TF (nothing is taken when it expires).
+        A TF dequeue whose run times out can drop records (seen here: ``dequeue_many`` loses those it had
+        taken, and a timed-out ``dequeue`` lost rollouts that arrived later), so this waits until ``count``
+        records are there (polling `size`, at most 2 ms apart) and then dequeues them without a timeout.
         """
-        if count == 1:  # one record: a dequeue that times out has taken nothing, so wait inside TF
-            return self.session.run(self._dequeue_one, timeout=timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        pause = 0.001
+        pause = 0.0002
         while self.size() < count:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"TFRecordQueue {self.name!r}.take: {count} records did not come within "
@@ -113,7 +111,9 @@ class TFRecordQueue(RecordQueue):
             if self._closed():
                 raise QueueClosed(f"take: queue {self.name!r} is closed and holds too few records")
             time.sleep(pause)
-            pause = min(pause * 2, 0.02)
+            pause = min(pause * 2, 0.002)
+        if count == 1:
+            return self.session.run(self._dequeue_one)
         return self.session.run(self._dequeue, {self._count: int(count)})
 
     def size(self) -> int:

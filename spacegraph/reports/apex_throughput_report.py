@@ -170,6 +170,8 @@ def markdown(result: dict[str, Any]) -> str:
                   "The paper's Fig. 6 ran 16-256 workers of one CPU each on 8-16 64-vCPU nodes with a V100 learner; "
                   "this machine has 2 cores for everything, so its rates are not comparable, only the model's "
                   "projection is set beside them.", ""]
+    if result.get("notes"):
+        lines += ["## Notes", ""] + [f"- {n}" for n in result["notes"]] + [""]
     lines += ["## Reproduce", "", "```bash", result.get("command", ""), "```", ""]
     return "\n".join(lines)
 

@@ -12,6 +12,9 @@ Conventions:
 - Agent classes are the classes under ``<package>.agents`` with ``get_actions``
   and ``update`` methods; each needs a file under ``specs/agents/`` naming it
   as ``agent:`` (or ``component:``). The folder may be absent.
+- Every hyperparameter (constructor argument with a default) of a class named
+  directly by a component spec must run away from its default in some spec's
+  ``config:``; `harness.specs.defaults` says which only ever run at the default.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import yaml
 
 from harness.graph import Component
+from harness.specs.defaults import default_only
 from harness.specs.loader import import_object
 
 
@@ -40,6 +44,9 @@ class CoverageReport:
         covered: the dotted paths some spec names (directly or via ``spec_covers``).
         exempt: exempt classes with their reasons.
         problems: modules that do not import and spec files that do not read, with why.
+        default_only: ``{class path: [hyperparameter, ...]}`` of the specced classes whose
+            hyperparameters only ever run at their default.
+        default_exempt: ``{class path: {hyperparameter: reason}}`` from ``spec_default_only``.
     """
 
     components: list[str] = field(default_factory=list)
@@ -47,6 +54,8 @@ class CoverageReport:
     covered: set[str] = field(default_factory=set)
     exempt: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    default_only: dict[str, list[str]] = field(default_factory=dict)
+    default_exempt: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def missing_components(self) -> list[str]:
@@ -61,7 +70,7 @@ class CoverageReport:
     @property
     def ok(self) -> bool:
         """No class lacks a spec and nothing failed to import or read."""
-        return not (self.missing_components or self.missing_agents or self.problems)
+        return not (self.missing_components or self.missing_agents or self.problems or self.default_only)
 
 
 def class_path(cls: type) -> str:
@@ -103,8 +112,8 @@ def _is_agent(cls: type) -> bool:
     return callable(getattr(cls, "get_actions", None)) and callable(getattr(cls, "update", None))
 
 
-def _spec_targets(spec_root: Path, problems: list[str]) -> list[tuple[str, str]]:
-    """(spec file, dotted class path) for every spec under ``spec_root/components`` and ``/agents``."""
+def _spec_targets(spec_root: Path, problems: list[str]) -> list[tuple[str, str, str, Any]]:
+    """(spec file, kind, dotted class path, config) for every spec under ``spec_root/components`` and ``/agents``."""
     out = []
     for kind, keys in (("components", ("component",)), ("agents", ("agent", "component"))):
         folder = spec_root / kind
@@ -121,7 +130,7 @@ def _spec_targets(spec_root: Path, problems: list[str]) -> list[tuple[str, str]]
             if target is None:
                 problems.append(f"spec {path} names no class ({' or '.join(keys)}: ...)")
             else:
-                out.append((str(path), target))
+                out.append((str(path), kind, target, data.get("config")))
     return out
 
 
@@ -149,7 +158,8 @@ def coverage(package: str, spec_root: str | os.PathLike = "specs") -> CoverageRe
             report.components.append(class_path(cls))
         else:
             report.agents.append(class_path(cls))
-    for spec_file, target in _spec_targets(Path(spec_root), report.problems):
+    configs: dict[type, list[Any]] = {}
+    for spec_file, kind, target, config in _spec_targets(Path(spec_root), report.problems):
         try:
             cls = import_object(target)
         except ImportError as exc:
@@ -159,8 +169,16 @@ def coverage(package: str, spec_root: str | os.PathLike = "specs") -> CoverageRe
             report.problems.append(f"spec {spec_file}: {target} is not a class")
             continue
         report.covered.add(class_path(cls))
+        if kind == "components":
+            configs.setdefault(cls, []).append(config if isinstance(config, dict) else {})
         for other in cls.__dict__.get("spec_covers", ()):
             report.covered.add(class_path(other))
+    for cls, seen in configs.items():
+        names, exempt = default_only(cls, seen)
+        if names:
+            report.default_only[class_path(cls)] = names
+        if exempt:
+            report.default_exempt[class_path(cls)] = exempt
     return report
 
 
@@ -177,6 +195,12 @@ def format_report(report: CoverageReport, verbose: bool = False) -> str:
         if report.agents:
             summary += f"; all {len(report.agents)} agent classes have specs"
         lines.append(summary)
+    if report.default_only:
+        lines.append(f"{len(report.default_only)} specced classes have hyperparameters that only ever run at "
+                     f"their default (set them in some spec's config:):")
+        lines += [f"  {name}: {', '.join(params)}" for name, params in sorted(report.default_only.items())]
     if verbose:
         lines += [f"exempt: {name} ({why})" for name, why in sorted(report.exempt.items())]
+        lines += [f"default only: {name}.{param} ({why})" for name, params in sorted(report.default_exempt.items())
+                  for param, why in sorted(params.items())]
     return "\n".join(lines)

@@ -196,3 +196,54 @@ def test_exemption_is_not_inherited(package: tuple[str, Path]) -> None:
     name, specs = package
     report = coverage(name, specs)
     assert f"{name}.layers.mod.FromBase" in report.components
+
+
+HUBER = '''
+from harness.graph import Component, api
+
+
+class Huber(Component):
+    spec_default_only = {"device": "no spec can place a component elsewhere"}
+
+    def __init__(self, units, delta=1.0, reduction="sum", shape=(2, 2), device=None, scope="huber"):
+        super().__init__(scope=scope)
+
+    @api
+    def apply(self, inputs):
+        return inputs
+'''
+
+
+def add_config_spec(spec_root: Path, stem: str, target: str, config: str) -> None:
+    (spec_root / "components" / f"{stem}.yaml").write_text(
+        f"component: {target}\nconfig: {config}\ninput_spaces: {{}}\nmethods: {{apply: {{}}}}\n")
+
+
+def test_reports_hyperparameters_only_run_at_their_default(package: tuple[str, Path],
+                                                           capsys: pytest.CaptureFixture) -> None:
+    name, specs = package
+    (specs.parent / "src" / name / "layers" / "mod.py").write_text(HUBER)
+    huber = f"{name}.layers.mod.Huber"
+    add_config_spec(specs, "huber", huber, "{units: 3}")
+    add_config_spec(specs, "huber_same", huber, "{units: 4, delta: 1, shape: [2, 2]}")  # defaults, spelled out
+    report = coverage(name, specs)
+    assert report.default_only == {huber: ["delta", "reduction", "shape"]}   # units has no default
+    assert report.default_exempt == {huber: {"device": "no spec can place a component elsewhere"}}
+    assert not report.ok
+    assert f"  {huber}: delta, reduction, shape" in format_report(report)
+    assert run_cli(["spec", "coverage", "--package", name, str(specs)]) == 1
+    assert "only ever run at their default" in capsys.readouterr().out
+    add_config_spec(specs, "huber_off", huber, "{units: 3, delta: 0.5, reduction: mean}")
+    assert coverage(name, specs).default_only == {huber: ["shape"]}
+    add_config_spec(specs, "huber_shape", huber, "{units: 3, shape: [2, 3]}")
+    report = coverage(name, specs)
+    assert report.default_only == {} and report.ok, format_report(report)
+    assert run_cli(["spec", "coverage", "--package", name, str(specs), "-v"]) == 0
+    assert f"default only: {huber}.device (no spec can place" in capsys.readouterr().out
+
+
+def test_repository_runs_every_hyperparameter_off_its_default() -> None:
+    report = coverage("reference_agents", REPO / "specs")
+    assert report.default_only == {}, format_report(report)
+    components = [c for c in report.covered if c.startswith("reference_agents.components.")]
+    assert "reference_agents.components.losses.impala_loss.IMPALALoss" in components

@@ -53,6 +53,9 @@ class FrameReplay(Component):
         ValueError: naming the argument (``stack``, ``capacity``, ``frame_capacity``, ``compression``, ...).
     """
 
+    spec_default_only = {"compression": "only None is valid here (any other value is refused); compression is "
+                                         "HostFrameReplay's, specced there"}
+
     def __init__(self, capacity: int, stack: int = 4, frame_capacity: int | None = None, prioritized: bool = True,
                  alpha: float = 0.6, beta: float = 0.4, epsilon: float = 1e-6, compression: str | None = None,
                  scope: str = "frame_replay") -> None:

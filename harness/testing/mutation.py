@@ -1,0 +1,180 @@
+"""A small AST mutation tester: does a test selection fail when one operator of a module changes?
+
+`mutants(source)` lists the mutants of a module's source, one change each: arithmetic
+swaps (``+``/``-``, ``*``/``/``, ``**`` to ``*``), comparison swaps (``<``/``<=``,
+``>``/``>=``, ``==``/``!=``), boolean ``and``/``or`` swaps and ``not`` removal, integer
+and float constants nudged (``c + 1``; ``0.5`` to ``0.6``), ``True``/``False`` flipped,
+and statements removed (an expression statement or assignment replaced by ``pass``, a
+``return x`` by ``return None``). Docstrings, ``assert`` and ``raise`` statements are
+left alone: mutating error paths tests the messages, not the behaviour.
+
+`run_mutant` runs a pytest command in a subprocess whose interpreter sees the mutated
+module in place of the original (a meta-path finder installed by
+``harness.testing.mutation_hook`` through ``-p``), so the files on disk never change and
+other processes using the tree are not disturbed. A mutant is *killed* when pytest
+exits non-zero, *survived* when it exits 0, *timeout* when it runs past its limit.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Iterator, Sequence
+
+ARITH = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.Pow: ast.Mult,
+         ast.FloorDiv: ast.Div, ast.Mod: ast.FloorDiv}
+COMPARE = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+           ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+BOOL = {ast.And: ast.Or, ast.Or: ast.And}
+
+
+@dataclass
+class Mutant:
+    """One change: ``index`` is its place in `mutants`' order, ``line`` the source line, ``what`` says what changed."""
+
+    index: int
+    line: int
+    operator: str
+    what: str
+
+
+@dataclass
+class Outcome:
+    """A mutant's run: ``status`` is ``killed``, ``survived`` or ``timeout``; ``seconds`` its wall time."""
+
+    module: str
+    mutant: Mutant
+    status: str
+    seconds: float
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
+                    first.value.value, str):
+                out.add(id(first))
+    return out
+
+
+def _skipped(tree: ast.AST) -> set[int]:
+    """ids of nodes under ``assert``/``raise`` statements, docstrings and f-strings (never mutated)."""
+    out = set()
+    roots = [n for n in ast.walk(tree) if isinstance(n, (ast.Assert, ast.Raise, ast.JoinedStr))]
+    docs = _docstring_nodes(tree)
+    roots += [n for n in ast.walk(tree) if id(n) in docs]
+    for root in roots:
+        out.update(id(n) for n in ast.walk(root))
+    return out
+
+
+def _sites(tree: ast.AST) -> Iterator[tuple[ast.AST, str, str, Any]]:
+    """(node, operator, description, apply) for every place a mutant can be made, in a fixed order."""
+    skipped = _skipped(tree)
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in ARITH:
+            new = ARITH[type(node.op)]
+            yield node, "arith", f"{type(node.op).__name__} -> {new.__name__}", ("op", new())
+        elif isinstance(node, ast.Compare):
+            for i, op in enumerate(node.ops):
+                if type(op) in COMPARE:
+                    new = COMPARE[type(op)]
+                    yield node, "compare", f"{type(op).__name__} -> {new.__name__}", ("cmp", i, new())
+        elif isinstance(node, ast.BoolOp):
+            new = BOOL[type(node.op)]
+            yield node, "bool", f"{type(node.op).__name__} -> {new.__name__}", ("op", new())
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            yield node, "not", "not x -> x", ("unnot",)
+        elif isinstance(node, ast.Constant) and type(node.value) in (bool, int, float):
+            v = node.value
+            new = (not v) if isinstance(v, bool) else (v + 1 if isinstance(v, int) else (v * 1.2 if v else 1.0))
+            yield node, "constant", f"{v!r} -> {new!r}", ("value", new)
+        elif isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign)) and not (
+                isinstance(node, ast.AnnAssign) and node.value is None):
+            yield node, "statement", "statement removed", ("pass",)
+        elif isinstance(node, ast.Return) and node.value is not None and not (
+                isinstance(node.value, ast.Constant) and node.value.value is None):
+            yield node, "return", "return x -> return None", ("return_none",)
+
+
+def _apply(tree: ast.Module, index: int) -> ast.Module:
+    tree = copy.deepcopy(tree)
+    for i, (node, _, _, change) in enumerate(_sites(tree)):
+        if i != index:
+            continue
+        kind = change[0]
+        if kind == "op":
+            node.op = change[1]
+        elif kind == "cmp":
+            node.ops[change[1]] = change[2]
+        elif kind == "value":
+            node.value = change[1]
+        elif kind in ("pass", "unnot", "return_none"):
+            replacement: ast.AST = (ast.Pass() if kind == "pass" else node.operand if kind == "unnot"
+                                    else ast.Return(value=ast.Constant(value=None)))
+            for parent in ast.walk(tree):
+                for field, value in ast.iter_fields(parent):
+                    if isinstance(value, list) and any(v is node for v in value):
+                        value[[j for j, v in enumerate(value) if v is node][0]] = replacement
+                    elif value is node:
+                        setattr(parent, field, replacement)
+            ast.copy_location(replacement, node)
+        return ast.fix_missing_locations(tree)
+    raise IndexError(f"mutation: no mutant {index}; the module has {len(list(_sites(tree)))}")
+
+
+def mutants(source: str) -> list[Mutant]:
+    """Every mutant of ``source``, in a fixed order (`Mutant.index` is the position)."""
+    tree = ast.parse(source)
+    return [Mutant(i, getattr(node, "lineno", 0), op, what) for i, (node, op, what, _) in enumerate(_sites(tree))]
+
+
+def mutated_source(source: str, index: int) -> str:
+    """``source`` with mutant ``index`` applied (as code, via `ast.unparse`)."""
+    return ast.unparse(_apply(ast.parse(source), index))
+
+
+def run_mutant(module: str, path: str, index: int, pytest_args: Sequence[str], timeout: float,
+               env: dict[str, str] | None = None, cwd: str | None = None) -> str:
+    """Runs ``python -m pytest -p harness.testing.mutation_hook *pytest_args`` with mutant ``index`` of ``module``.
+
+    Args:
+        module: the dotted module name the tests import.
+        path: its source file.
+        index: the mutant (see `mutants`).
+        pytest_args: the test selection and options (``-x -q suites/... -k ...``).
+        timeout: seconds before the run is stopped and counted as ``timeout``.
+        env, cwd: the subprocess's environment (default: this one's) and folder.
+
+    Returns:
+        ``killed`` (pytest exits non-zero), ``survived`` (exits 0) or ``timeout``.
+    """
+    full_env = dict(os.environ if env is None else env)
+    full_env["SPACEGRAPH_MUTANT"] = json.dumps({"module": module, "path": path, "index": index})
+    argv = [sys.executable, "-m", "pytest", "-p", "harness.testing.mutation_hook", *pytest_args]
+    try:
+        proc = subprocess.run(argv, env=full_env, cwd=cwd, timeout=timeout, capture_output=True)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    return "survived" if proc.returncode == 0 else "killed"
+
+
+def outcomes_json(outcomes: list[Outcome]) -> list[dict[str, Any]]:
+    """The outcomes as JSON-ready dicts."""
+    return [{**asdict(o), "mutant": asdict(o.mutant)} for o in outcomes]
+
+
+def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    """``(fn(...), seconds)``."""
+    start = time.perf_counter()
+    return fn(*args, **kwargs), time.perf_counter() - start

@@ -1,0 +1,105 @@
+"""The mutation tester (`harness.testing.mutation`, `mutation_run`) on a tiny planted module."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.testing.mutation import Mutant, Outcome, mutants, mutated_source, run_mutant
+from harness.testing.mutation_run import clopper_pearson, report_markdown
+
+TINY = '''"""A tiny module: its docstring, assert and raise are never mutated."""
+
+
+def clip(x, lo=0, hi=10):
+    assert lo <= hi
+    if x < lo:
+        return lo
+    if x > hi and not False:
+        return hi
+    return x * 1
+
+
+def total(values):
+    if not values:
+        raise ValueError("no values")
+    s = 0
+    for v in values:
+        s += v
+    return s
+'''
+
+
+def namespace(source: str) -> dict:
+    scope: dict = {}
+    exec(compile(source, "tiny", "exec"), scope)
+    return scope
+
+
+def test_mutants_cover_each_operator_and_leave_docstrings_asserts_raises() -> None:
+    found = mutants(TINY)
+    assert {m.operator for m in found} == {"arith", "compare", "bool", "not", "constant", "statement", "return"}
+    assert [m.index for m in found] == list(range(len(found)))
+    assert not any(m.line in (1, 5, 15) for m in found)           # docstring, assert, raise
+    assert any(m.what == "Lt -> LtE" and m.line == 6 for m in found)
+    assert any(m.what == "Add -> Sub" and m.line == 18 for m in found)
+
+
+def test_every_mutant_compiles_and_most_change_behaviour() -> None:
+    original = namespace(TINY)
+    probes = [(-1,), (0,), (5,), (10,), (11,)]
+    changed = 0
+    for m in mutants(TINY):
+        scope = namespace(mutated_source(TINY, m.index))
+        try:
+            differs = any(scope["clip"](*p) != original["clip"](*p) for p in probes) or \
+                scope["total"]([1, 2, 3]) != original["total"]([1, 2, 3])
+        except Exception:
+            differs = True
+        changed += differs
+    assert changed >= len(mutants(TINY)) - 3  # `not False` -> `False` and `x * 1` -> `x / 1` are equivalent
+    with pytest.raises(IndexError, match="no mutant"):
+        mutated_source(TINY, 10_000)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "tinypkg").mkdir()
+    (tmp_path / "tinypkg" / "__init__.py").write_text("")
+    (tmp_path / "tinypkg" / "tiny.py").write_text(TINY)
+    (tmp_path / "test_strong.py").write_text(
+        "from tinypkg.tiny import clip, total\n\n\ndef test_it():\n"
+        "    assert [clip(v) for v in (-1, 0, 5, 10, 11)] == [0, 0, 5, 10, 10] and total([1, 2, 3]) == 6\n")
+    (tmp_path / "test_weak.py").write_text(
+        "from tinypkg.tiny import clip\n\n\ndef test_it():\n    clip(5)\n")
+    return tmp_path
+
+
+def run(project: Path, index: int, test: str) -> str:
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), repo])}
+    return run_mutant("tinypkg.tiny", str(project / "tinypkg" / "tiny.py"), index,
+                      ["-q", "-p", "no:cacheprovider", test], timeout=60, env=env, cwd=str(project))
+
+
+def test_a_strong_test_kills_and_a_weak_test_lets_survive(project: Path) -> None:
+    add = next(m.index for m in mutants(TINY) if m.what == "Add -> Sub")
+    assert run(project, add, "test_strong.py") == "killed"
+    assert run(project, add, "test_weak.py") == "survived"
+    assert (project / "tinypkg" / "tiny.py").read_text() == TINY   # the file on disk never changes
+
+
+def test_clopper_pearson_and_sample_report() -> None:
+    lo, hi = clopper_pearson(9, 10)
+    assert lo == pytest.approx(0.5550, abs=1e-4) and hi == pytest.approx(0.9975, abs=1e-4)
+    assert clopper_pearson(10, 10)[1] == 1.0 and clopper_pearson(0, 10)[0] == 0.0
+    outs = [Outcome("m", Mutant(0, 3, "arith", "Add -> Sub"), "killed", 1.0),
+            Outcome("m", Mutant(1, 4, "constant", "1 -> 2"), "survived", 1.0),
+            Outcome("m", Mutant(2, 5, "compare", "Lt -> LtE"), "survived", 1.0)]
+    text = report_markdown(outs, 50, True, 7, "--sample 3", {"m:2": "x is never equal to lo there"})
+    assert "**This is a random sample** of 3 of the 50 mutants (seed 7)" in text
+    assert "| 3 | 1 | 1 | 1 | 50.0% |" in text
+    assert "not explained: needs a check" in text and "x is never equal to lo there" in text

@@ -38,6 +38,7 @@ def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, secon
     act: dict[str, dict[int, list[float]]] = {b: {n: [] for n in batch_sizes} for b in backends}
     update: dict[str, list[float]] = {b: [] for b in backends}
     startup: dict[str, list[float]] = {b: [] for b in backends}
+    imports: dict[str, list[float]] = {b: [] for b in backends}
     for _ in range(repeats):
         result = act_measure.measure(backends, batch_sizes, seconds=seconds, rounds=6)
         for row in result["rows"]:
@@ -46,10 +47,23 @@ def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, secon
             update[b].append(update_overhead.measure(b, 32, seconds=seconds, rounds=6)["ratio"])
         for b in backends:
             startup[b].append(first_progress_seconds(b))
+            imports[b].append(import_seconds(b))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    return {"act": act, "update": update, "startup": startup, "targets": TARGETS, "repeats": repeats,
-            "seconds": seconds, "commit": commit, "load_before": load0, "load_after": os.getloadavg(),
+    return {"act": act, "update": update, "startup": startup, "imports": imports, "targets": TARGETS,
+            "repeats": repeats, "seconds": seconds, "commit": commit, "load_before": load0,
+            "load_after": os.getloadavg(),
             "minutes": (time.perf_counter() - t0) / 60}
+
+
+def import_seconds(backend: str) -> float:
+    """Seconds a fresh interpreter takes to import the backend's framework alone (the floor of start-up)."""
+    import sys
+
+    module = {"tf": "tensorflow", "torch": "torch"}[backend]
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", f"import {module}"], check=True, capture_output=True,
+                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    return time.perf_counter() - start
 
 
 def _cell(values: list[float], target: float, higher_is_better: bool = True) -> str:
@@ -78,8 +92,12 @@ def markdown(r: dict[str, Any]) -> str:
                  + " | ".join(_cell(r["update"][b], t["update"]) for b in backends) + " |")
     lines.append(f"| start-up: `spacegraph train dqn_cartpole` to first progress line (s) | <= {t['startup_s']} | "
                  + " | ".join(_cell(r["startup"][b], t["startup_s"], False) for b in backends) + " |")
+    if r.get("imports"):
+        lines.append("| of which: `import tensorflow` / `import torch` alone in a fresh interpreter (s) | - | "
+                     + " | ".join(f"{statistics.median(r['imports'][b]):.2f}" for b in backends) + " |")
     lines += ["", "Not measured here: the update with the Nature CNN, sampling against a direct loop, "
-              "and wall-clock to solved against RLlib (see the issue-18 notes in the text below).", "",
+              "and wall-clock to solved against RLlib. Start-up is wall-clock time of a fresh process and "
+              "moves with the machine's load (the framework import alone is most of it).", "",
               "Rebuild: `OMP_NUM_THREADS=1 python -m spacegraph.reports.overhead --out reports --repeats 2`; "
               "the same comparisons run in asv as `act.ActThroughput.track_ratio`, "
               "`update.DQNUpdate.track_hand_over_framework` and `startup.TrainStartup.track_first_progress_seconds`.",

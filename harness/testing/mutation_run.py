@@ -101,8 +101,8 @@ def report_markdown(outcomes: list[Outcome], total: int, sampled: bool, seed: in
     rate = killed / len(counted) if counted else float("nan")
     lines = ["# Mutation report", "",
              f"Command: `python -m harness.testing.mutation_run {args}`", "",
-             (f"**This is a random sample** of {len(outcomes)} of the {total} mutants (seed {seed}); the kill "
-              f"rate below is the sample's, with its 95% Clopper-Pearson interval for the whole set."
+             (f"**This is a random sample** of {len(outcomes)} of the {total} mutants (seed {seed}, drawn in random "
+              f"order, so a run stopped early is still a random sample); the kill rate below is the sample's, with its 95% Clopper-Pearson interval for the whole set."
               if sampled else f"All {total} mutants ran."), "",
              "| mutants run | equivalent | killed (timeouts count as killed) | survived | kill rate of "
              "non-equivalent | 95% interval |", "|---|---|---|---|---|---|",
@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.root).resolve()
     files = sorted(p for p in (root / args.package_dir).rglob("*.py") if p.name != "__init__.py")
     every = [(module_name(p, root), p, m) for p in files for m in mutants(p.read_text())]
-    chosen = sorted(random.Random(args.seed).sample(range(len(every)), args.sample)) if args.sample else range(len(every))
+    # a random order, not sorted: every prefix of it is a random sample too, so an interrupted run still reports one
+    chosen = random.Random(args.seed).sample(range(len(every)), args.sample) if args.sample else range(len(every))
     equivalent = json.loads(Path(args.equivalent).read_text()) if args.equivalent else {}
     outcomes: list[Outcome] = []
     stems: dict[str, list[str]] = {}

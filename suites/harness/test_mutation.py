@@ -100,6 +100,6 @@ def test_clopper_pearson_and_sample_report() -> None:
             Outcome("m", Mutant(1, 4, "constant", "1 -> 2"), "survived", 1.0),
             Outcome("m", Mutant(2, 5, "compare", "Lt -> LtE"), "survived", 1.0)]
     text = report_markdown(outs, 50, True, 7, "--sample 3", {"m:2": "x is never equal to lo there"})
-    assert "**This is a random sample** of 3 of the 50 mutants (seed 7)" in text
+    assert "**This is a random sample** of 3 of the 50 mutants (seed 7, drawn in random order" in text
     assert "| 3 | 1 | 1 | 1 | 50.0% |" in text
     assert "not explained: needs a check" in text and "x is never equal to lo there" in text

@@ -241,3 +241,19 @@ def test_frame_stacks_travel_as_distinct_frames_once():
         assert np.array_equal(back[key], records[key]), key
     vectors = {"states": np.zeros((3, 4), np.float32), "actions": np.zeros(3)}
     assert pack_records(vectors) is vectors and unpack_records(vectors) is vectors
+
+
+def test_a_worker_replaced_between_calls_is_noticed(local):
+    """An engine may restart a crashed actor before any call fails (Ray does, for calls not yet sent): the new
+    object's instance token gives it away, and it gets the weights and a new seed as after a failure."""
+    driver = ApexDriver(small_config(), local)
+    try:
+        driver.run(num_steps=200)
+        handle = driver.workers[0]
+        handle.obj = handle.factory(*handle.args, **handle.kwargs)   # what a silent restart leaves
+        driver.run(num_steps=200)
+        balanced(driver)
+    finally:
+        driver.close()
+    assert [f["name"] for f in driver.worker_failures] == ["worker-0"]
+    assert "replaced" in driver.worker_failures[0]["error"] and handle.obj.weights_version == driver.learner.version

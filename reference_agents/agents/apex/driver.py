@@ -104,6 +104,8 @@ class ApexDriver:
         self._next_snapshot: int | None = None
         self._has_snapshot = [False] * self.num_shards
         self._eval_worker: VectorEnvWorker | None = None
+        self._worker_instances: dict[int, str] = {}
+        self._retired: set[str] = set()
         self._restore_state: dict[str, Any] | None = None
         self._started = False
 
@@ -198,8 +200,10 @@ class ApexDriver:
         self.stream.write(f"Ape-X: worker {handle.name!r} failed at env step {self.total_steps:,} "
                           f"({'died' if failure.died else 'raised'}); restarting it\n")
         self.stream.flush()
+        if i in self._worker_instances:
+            self._retired.add(self._worker_instances[i])   # its answers still on their way are not a new restart
         self.executor.restart(handle)
-        handle.call("set_incarnation", handle.incarnation).result(timeout=self.timeout)
+        self._worker_instances[i] = handle.call("set_incarnation", handle.incarnation).result(timeout=self.timeout)
         for f in self._send_weights([i]):
             f.result(timeout=self.timeout)
 
@@ -325,7 +329,7 @@ class ApexDriver:
         stats = WorkerStats()
         start_steps, start, start_updates = self.total_steps, time.perf_counter(), learner.updates
         target = None if num_steps is None else start_steps + num_steps
-        samples: dict[Future, tuple[int, Future]] = {}
+        samples: dict[Future, tuple[int, Future, int]] = {}
         adds: dict[Future, tuple] = {}
         others: list[Future] = []
         stop = False
@@ -342,7 +346,7 @@ class ApexDriver:
                     self._snapshot()
                     self._next_snapshot = self.total_steps + a.snapshot_every
                 busy = [0] * self.num_workers
-                for i, _ in samples.values():
+                for i, _, _ in samples.values():
                     busy[i] += 1
                 planned = self.total_steps + len(samples) * a.sample_steps
                 for depth in range(a.calls_in_flight):   # a worker never waits for the driver to ask again
@@ -351,7 +355,7 @@ class ApexDriver:
                                 or not self._may_sample(planned):
                             continue
                         meta, payload = self.workers[i].call_split("sample_split", 2, a.sample_steps)
-                        samples[meta] = (i, payload)
+                        samples[meta] = (i, payload, self.workers[i].incarnation)
                         busy[i] += 1
                         planned += a.sample_steps
                 pending = list(samples) + list(adds) + others
@@ -363,13 +367,19 @@ class ApexDriver:
                 ready, _ = self.executor.wait(pending, num_returns=1, timeout=0.05)
                 for fut in ready:
                     if fut in samples:
-                        i, payload = samples.pop(fut)
+                        i, payload, incarnation = samples.pop(fut)
                         try:
                             out = fut.result(timeout=self.timeout)
                         except ActorFailure as failure:
-                            self._restart_worker(i, failure)
+                            if self.workers[i].incarnation == incarnation:   # else restarted already for it
+                                self._restart_worker(i, failure)
                             continue
                         stats.episodes.extend(self._on_sample(i, out, payload, adds))
+                        instance = out.get("instance")
+                        known = self._worker_instances.setdefault(i, instance)
+                        if instance != known and instance not in self._retired:   # replaced between calls
+                            self._restart_worker(i, ActorFailure(self.workers[i].name, "sample_split", True,
+                                                                 "its process was replaced by the executor"))
                     elif fut in adds:
                         j, n, incarnation, _ = adds.pop(fut)
                         try:
@@ -377,6 +387,14 @@ class ApexDriver:
                         except ActorFailure as failure:
                             self._on_shard_failure(j, incarnation, failure)
                             adds[fut] = (j, n, incarnation, None)   # counted lost when the death is handled
+                            self._handle_dead_shards(adds)
+                            continue
+                        previous = self.books[j].last.get("instance")
+                        if previous is not None and result.get("instance") != previous:
+                            # the shard was replaced between calls (no call failed): what it held is gone
+                            self._on_shard_failure(j, incarnation, ActorFailure(
+                                self.shards[j].name, "add_payload", True, "its process was replaced by the executor"))
+                            adds[fut] = (j, n, incarnation, None)
                             self._handle_dead_shards(adds)
                             continue
                         self.books[j].in_flight -= n

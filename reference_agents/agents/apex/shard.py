@@ -136,6 +136,10 @@ class ReplayShard:
             self.store = HostFrameReplay(capacity, tuple(frame_shape), int(stack), True, alpha, beta, epsilon,
                                          compression, seed=seed)
         self.tags = np.full(self.store.capacity, -1, np.int64)
+        import os
+        import time
+
+        self.instance = f"{os.getpid()}-{id(self)}-{time.time_ns()}"   # changes when the engine replaces the shard
         self.added = 0          # transitions added (this incarnation, restored ones included)
         self.sampled = 0        # transitions handed out in sampled batches
         self.priority_updates = 0
@@ -176,7 +180,7 @@ class ReplayShard:
         ``priority_updates``."""
         size = int(self.store.size)
         return {"name": self.name, "size": size, "added": self.added, "evicted": self.added - size,
-                "sampled": self.sampled, "priority_updates": self.priority_updates}
+                "sampled": self.sampled, "priority_updates": self.priority_updates, "instance": self.instance}
 
     def held_tags(self) -> np.ndarray:
         """The tags of the transitions held (valid ones), for accounting checks."""

@@ -4,6 +4,8 @@ initial priorities on a `VectorEnvWorker` (nothing observed, nothing learned).""
 from __future__ import annotations
 
 import dataclasses
+import os
+import time
 from typing import Any
 
 from reference_agents.agents.apex.agent import ApexAgent
@@ -36,6 +38,8 @@ class ApexWorker:
         self.worker = VectorEnvWorker.for_agent(self.agent, observe=False, update=False, compute_priorities=True)
         self.base_seed = self.worker.seed
         self.weights_version = -1
+        # tells the driver when the engine replaced this object without a failing call (a crash between calls)
+        self.instance = f"{os.getpid()}-{id(self)}-{time.time_ns()}"
 
     def set_weights(self, weights: dict[str, Any], version: int) -> int:
         """Loads the learner's Q-network weights (publication ``version``); returns the version."""
@@ -43,9 +47,11 @@ class ApexWorker:
         self.weights_version = int(version)
         return self.weights_version
 
-    def set_incarnation(self, incarnation: int) -> None:
-        """A restarted worker plays other episodes than its first incarnation did (the seed moves on)."""
+    def set_incarnation(self, incarnation: int) -> str:
+        """A restarted worker plays other episodes than its first incarnation did (the seed moves on); returns
+        this object's instance token."""
         self.worker.seed = self.base_seed + 7_919 * int(incarnation)
+        return self.instance
 
     def sample(self, num_steps: int) -> dict[str, Any]:
         """``num_steps`` env steps: the finished transitions, their ``|TD error|`` priorities, the finished
@@ -62,6 +68,7 @@ class ApexWorker:
         out = self.sample(num_steps)
         payload = {"records": pack_records(out.pop("records")), "priorities": out.pop("priorities")}
         out["transitions"] = len(payload["priorities"]) if payload["priorities"] is not None else 0
+        out["instance"] = self.instance
         return out, payload
 
     def info(self) -> dict[str, Any]:

@@ -173,7 +173,8 @@ class Builder:
         if missing:
             raise BuildError(
                 f"no input space for root API argument(s) {', '.join(missing)} of "
-                f"{type(self.assembly.root).__name__}; pass input_spaces={{name: space}} for each"
+                f"{type(self.assembly.root).__name__}; pass input_spaces={{name: space}} for each, "
+                f"or build only some API methods (api_methods=[...])"
             )
         for trace in self.assembly.traces.values():
             for arg, record in trace.args.items():

@@ -45,8 +45,9 @@ def make_batch(batch: int, seed: int = 0) -> tuple[dict[str, np.ndarray], np.nda
     """``(records, importance_weights)``: a random CartPole batch as the replay would hand it over."""
     rng = np.random.default_rng(seed)
     records = {
-        "states": rng.normal(0, 0.5, (batch, 4)).astype(np.float32),
-        "next_states": rng.normal(0, 0.5, (batch, 4)).astype(np.float32),
+        # Inside CartPole's observation box (pole angle bound 0.419 rad), so input validation passes.
+        "states": rng.uniform(-0.4, 0.4, (batch, 4)).astype(np.float32),
+        "next_states": rng.uniform(-0.4, 0.4, (batch, 4)).astype(np.float32),
         "actions": rng.integers(0, 2, batch).astype(np.int64),
         "rewards": np.ones(batch, np.float32),
         "terminals": rng.random(batch) < 0.05,

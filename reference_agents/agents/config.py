@@ -234,3 +234,36 @@ def load_agent_config(config: str | os.PathLike | dict[str, Any] | BaseModel,
                         and not isinstance(err.get("input"), (dict, list)) else ""))
                     for err in exc.errors()]
         raise ConfigError(source, problems) from None
+
+
+def discrete_env_spaces(agent: str, cfg: Any, source: str, state_space: Any = None,
+                        action_space: Any = None) -> tuple[Any, Any, int]:
+    """``(state_space, action_space, num_actions)`` of a discrete-action agent.
+
+    A space not given comes from the config's environment (``cfg.env``); text forms are parsed.
+    The state space loses its batch rank; the action space must be ``IntBox(n)`` (``int64[](0,n-1)``).
+
+    Raises:
+        ConfigError: naming ``source`` and the ``env`` key when the action space is not discrete.
+        TypeError: naming ``agent`` when a given space is neither a Space nor its text form.
+    """
+    from harness.spaces import IntBox, Space, parse
+
+    if state_space is None or action_space is None:
+        from reference_agents.environments import env_spaces
+
+        env_state, env_action = env_spaces(cfg.env.id, atari=cfg.env.atari, **cfg.env.kwargs)
+        state_space = state_space if state_space is not None else env_state
+        action_space = action_space if action_space is not None else env_action
+    spaces = []
+    for space, what in ((state_space, "state_space"), (action_space, "action_space")):
+        if isinstance(space, str):
+            space = parse(space)
+        if not isinstance(space, Space):
+            raise TypeError(f"{agent}Agent: {what} must be a Space or its text form; got {space!r}")
+        spaces.append(space)
+    state, action = spaces[0].with_batch_rank(False), spaces[1]
+    if not (isinstance(action, IntBox) and action.shape == () and action.bounded and int(action.low) == 0):
+        raise ConfigError(source, [("env", f"{agent} needs a discrete action space IntBox(n) "
+                                           f"(int64[](0,n-1)); the env has {action!r}")])
+    return state, action, int(action.high) + 1

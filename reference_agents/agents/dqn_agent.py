@@ -9,10 +9,10 @@ import numpy as np
 from harness.execution.executor import GraphExecutor
 from harness.execution.strategies import make_strategy
 from harness.graph.errors import SpacegraphError
-from harness.spaces import BoolBox, Dict, FloatBox, IntBox, Space, parse
+from harness.spaces import BoolBox, Dict, FloatBox, IntBox, Space
 from reference_agents.agents.checkpoints import CHECKPOINT_REPLAY, CHECKPOINT_STATE, CHECKPOINT_WEIGHTS, \
     CheckpointMixin
-from reference_agents.agents.config import ConfigError, load_agent_config
+from reference_agents.agents.config import ConfigError, discrete_env_spaces, load_agent_config
 from reference_agents.agents.dqn_graph import RECORD_KEYS, DQNGraph
 from reference_agents.agents.replay_stores import GraphFrameReplay, GraphReplay, HostReplay
 from reference_agents.agents.staging import StagingMixin
@@ -22,14 +22,6 @@ from reference_agents.components.memories.frame_replay import TRANSITION_SPACE
 from reference_agents.components.nn.network import nature_dqn_layers
 
 __all__ = ["CHECKPOINT_REPLAY", "CHECKPOINT_STATE", "CHECKPOINT_WEIGHTS", "DQNAgent"]
-
-
-def _as_space(space: Any, what: str) -> Space:
-    if isinstance(space, Space):
-        return space
-    if isinstance(space, str):
-        return parse(space)
-    raise TypeError(f"DQNAgent: {what} must be a Space or its text form; got {space!r}")
 
 
 class DQNAgent(StagingMixin, CheckpointMixin):
@@ -65,19 +57,8 @@ class DQNAgent(StagingMixin, CheckpointMixin):
                  state_space: Space | str | None = None, action_space: Space | str | None = None) -> None:
         self.config, self.config_source = load_agent_config(config, {"backend": backend, "seed": seed})
         cfg = self.config
-        if state_space is None or action_space is None:
-            from reference_agents.environments import env_spaces
-
-            env_state, env_action = env_spaces(cfg.env.id, atari=cfg.env.atari, **cfg.env.kwargs)
-            state_space = state_space if state_space is not None else env_state
-            action_space = action_space if action_space is not None else env_action
-        self.state_space = _as_space(state_space, "state_space").with_batch_rank(False)
-        self.action_space = _as_space(action_space, "action_space")
-        if not (isinstance(self.action_space, IntBox) and self.action_space.shape == ()
-                and self.action_space.bounded and int(self.action_space.low) == 0):
-            raise ConfigError(self.config_source, [("env", f"DQN needs a discrete action space IntBox(n) "
-                                                           f"(int64[](0,n-1)); the env has {self.action_space!r}")])
-        self.num_actions = int(self.action_space.high) + 1
+        self.state_space, self.action_space, self.num_actions = discrete_env_spaces(
+            "DQN", cfg, self.config_source, state_space, action_space)
         self.backend = cfg.backend
         self.seed = cfg.seed
         self.gamma, self.n_step = float(cfg.loss.gamma), int(cfg.loss.n_step)

@@ -126,16 +126,7 @@ class ApexTrainer(Trainer):
             settings["evaluation"] = state["evaluation"]
         settings.update({k: v for k, v in kwargs.items() if v is not None or k not in settings})
         trainer = cls(driver, None, **settings)
-        trainer.out_dir = directory
-        trainer.history = [dict(r) for r in state.get("history", [])]
-        trainer.solved_at_step = state.get("solved_at_step")
-        trainer.total_steps_target = int(state.get("total_steps_target", 0))
-        trainer.wall_seconds = float(state.get("wall_seconds", 0.0))
-        trainer.train_seconds = float(state.get("train_seconds", 0.0))
-        trainer.last_checkpoint = ckpt
-        trainer._checkpoint_step = driver.total_steps
-        trainer._rewrite_files()
-        trainer.plot()
+        trainer._restore_progress(directory, ckpt, state, driver.total_steps)
         return trainer
 
     def close(self) -> None:

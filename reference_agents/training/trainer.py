@@ -237,17 +237,21 @@ class Trainer:
         directory = os.fspath(directory)
         ckpt, state, agent, worker, settings = load_run(directory, backend, agent_loader, kwargs, worker_factory)
         trainer = cls(agent, None, worker=worker, **settings)
-        trainer.out_dir = directory
-        trainer.history = [dict(r) for r in state.get("history", [])]
-        trainer.solved_at_step = state.get("solved_at_step")
-        trainer.total_steps_target = int(state.get("total_steps_target", 0))
-        trainer.wall_seconds = float(state.get("wall_seconds", 0.0))
-        trainer.train_seconds = float(state.get("train_seconds", 0.0))
-        trainer.last_checkpoint = ckpt
-        trainer._checkpoint_step = worker.total_steps
-        trainer._rewrite_files()
-        trainer.plot()
+        trainer._restore_progress(directory, ckpt, state, worker.total_steps)
         return trainer
+
+    def _restore_progress(self, directory: str, ckpt: str, state: dict[str, Any], steps: int) -> None:
+        """Takes up a saved run's history, counters and clocks; rewrites its files and plot."""
+        self.out_dir = directory
+        self.history = [dict(r) for r in state.get("history", [])]
+        self.solved_at_step = state.get("solved_at_step")
+        self.total_steps_target = int(state.get("total_steps_target", 0))
+        self.wall_seconds = float(state.get("wall_seconds", 0.0))
+        self.train_seconds = float(state.get("train_seconds", 0.0))
+        self.last_checkpoint = ckpt
+        self._checkpoint_step = steps
+        self._rewrite_files()
+        self.plot()
 
     # ---- training -------------------------------------------------------------------------------------
     def _fields(self) -> dict[str, str]:

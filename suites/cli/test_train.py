@@ -201,12 +201,14 @@ def test_second_sigint_aborts_without_a_checkpoint(tmp_path):
 
     agent.get_actions = get_actions
     trainer = Trainer(agent, run)
+    # What was installed before (a shell that starts CI in the background leaves SIGINT ignored).
+    handler = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
         trainer.train(700)
     assert agent.timesteps == 250 and trainer.result.checkpoint is None
     assert not os.path.exists(run / "checkpoint")
     check_run_files(run, [200], total=250)  # what was written stays
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is handler
 
 
 def test_resume_after_an_abort_drops_what_was_written_after_the_last_checkpoint(tmp_path):

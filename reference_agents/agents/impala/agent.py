@@ -12,10 +12,9 @@ import numpy as np
 from harness.execution.executor import GraphExecutor
 from harness.execution.strategies import make_strategy
 from harness.graph.errors import SpacegraphError
-from harness.spaces import IntBox, Space
+from harness.spaces import Space
 from reference_agents.agents.checkpoints import _atomic_savez
-from reference_agents.agents.config import ConfigError
-from reference_agents.agents.dqn_agent import _as_space
+from reference_agents.agents.config import ConfigError, discrete_env_spaces
 from reference_agents.agents.impala.checkpoints import IMPALACheckpointMixin
 from reference_agents.agents.impala.config import IMPALAConfig, load_impala_config
 from reference_agents.agents.impala.graph import IMPALAGraph
@@ -63,19 +62,8 @@ class IMPALAAgent(IMPALACheckpointMixin):
                  device: str | None = None) -> None:
         self.config, self.config_source = load_impala_config(config, {"backend": backend, "seed": seed})
         cfg: IMPALAConfig = self.config
-        if state_space is None or action_space is None:
-            from reference_agents.environments import env_spaces
-
-            env_state, env_action = env_spaces(cfg.env.id, atari=cfg.env.atari, **cfg.env.kwargs)
-            state_space = state_space if state_space is not None else env_state
-            action_space = action_space if action_space is not None else env_action
-        self.state_space = _as_space(state_space, "state_space").with_batch_rank(False)
-        self.action_space = _as_space(action_space, "action_space")
-        if not (isinstance(self.action_space, IntBox) and self.action_space.shape == ()
-                and self.action_space.bounded and int(self.action_space.low) == 0):
-            raise ConfigError(self.config_source, [("env", f"IMPALA needs a discrete action space IntBox(n) "
-                                                           f"(int64[](0,n-1)); the env has {self.action_space!r}")])
-        self.num_actions = int(self.action_space.high) + 1
+        self.state_space, self.action_space, self.num_actions = discrete_env_spaces(
+            "IMPALA", cfg, self.config_source, state_space, action_space)
         self.backend, self.seed = cfg.backend, cfg.seed
         self.gamma = float(cfg.loss.gamma)
         self.units = cfg.network.lstm_units

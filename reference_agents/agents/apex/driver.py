@@ -377,7 +377,9 @@ class ApexDriver:
                         stats.episodes.extend(self._on_sample(i, out, payload, adds))
                         instance = out.get("instance")
                         known = self._worker_instances.setdefault(i, instance)
-                        if instance != known and instance not in self._retired:   # replaced between calls
+                        if (instance != known and instance not in self._retired
+                                and self.workers[i].incarnation == incarnation):   # replaced between calls
+                            self._retired.add(instance)   # its other answers on their way are this same event
                             self._restart_worker(i, ActorFailure(self.workers[i].name, "sample_split", True,
                                                                  "its process was replaced by the executor"))
                     elif fut in adds:

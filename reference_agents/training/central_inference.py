@@ -40,8 +40,8 @@ def request_spec(agent: Any) -> RecordSpec:
 
 
 def response_spec(agent: Any) -> RecordSpec:
-    """The answer to one request: its ``seq`` and the ``N`` actions."""
-    return {"seq": ("int64", ()), "actions": ("int64", (agent.config.env.num_envs,))}
+    """The answer to one request: its ``seq``, the asking actor's ``incarnation`` and the ``N`` actions."""
+    return {"seq": ("int64", ()), "incarnation": ("int64", ()), "actions": ("int64", (agent.config.env.num_envs,))}
 
 
 def central_queues(agent: Any, actors: int) -> dict[str, tuple[RecordSpec, int]]:
@@ -65,6 +65,8 @@ def env_actor(transport: Any, index: int, incarnation: int, env: dict[str, Any],
             requests.put({"actor": index, "incarnation": incarnation, "seq": seq, "first": seq == 0, "obs": act_on,
                           "final": final, "reward": reward, "terminated": terminated, "truncated": truncated})
             answer = answers.take(1)
+            while int(answer["incarnation"][0]) != incarnation:  # to a request of the killed incarnation before
+                answer = answers.take(1)
             if int(answer["seq"][0]) != seq:
                 raise RuntimeError(f"actor {index}: answer {int(answer['seq'][0])} to request {seq}")
             final, reward, terminated, truncated, _, act_on = envs.step(answer["actions"][0])
@@ -151,8 +153,9 @@ class CentralInferenceWorker(ActorLearnerWorker):
                 batch = self._gather()
                 if batch is not None:
                     self._answer(batch)
-        except QueueClosed:
-            return
+        except QueueClosed as exc:
+            if not self._stop.is_set():  # a queue closed under a running learner: run() must not wait forever
+                self._error = RuntimeError(f"central inference: a queue closed while the run went on: {exc}")
         except BaseException as exc:  # surfaced by run()
             self._error = exc
 
@@ -185,11 +188,13 @@ class CentralInferenceWorker(ActorLearnerWorker):
         slot.starts = done
 
     def _answer(self, batch: dict[str, np.ndarray]) -> None:
-        agent, rows = self.agent, []
+        agent, rows, kept = self.agent, [], []
         with self._lock:
             for r in range(len(batch["seq"])):
                 index, incarnation, seq = int(batch["actor"][r]), int(batch["incarnation"][r]), int(batch["seq"][r])
                 slot = self._slots.get(index)
+                if slot is not None and incarnation < slot.incarnation:
+                    continue  # a request the killed incarnation sent: nobody waits for its answer
                 if slot is None or slot.incarnation != incarnation or bool(batch["first"][r]):
                     slot = self._slots[index] = _ActorSlot(agent, incarnation)  # a new actor: all afresh
                 elif slot.last is not None:
@@ -200,7 +205,10 @@ class CentralInferenceWorker(ActorLearnerWorker):
                                        f"was due: a step was dropped or sent twice")
                 slot.next_seq = seq + 1
                 rows.append((index, slot, seq))
-            obs = batch["obs"].reshape((-1, *agent.state_space.shape))
+                kept.append(r)
+            if not rows:
+                return
+            obs = batch["obs"][kept].reshape((-1, *agent.state_space.shape))
             if agent.recurrent:
                 before = tuple(np.concatenate([slot.state[i] for _, slot, _ in rows]) for i in range(2))
                 actions, logits, _, after = agent.executor.execute("act_recurrent", obs, before)
@@ -221,7 +229,8 @@ class CentralInferenceWorker(ActorLearnerWorker):
                          "before": state_before, "after": None if after is None else tuple(a[part] for a in after),
                          "starts": slot.starts.copy()}
             self.answered[index] += 1
-            self.executor.queues[f"actions-{index}"].put({"seq": seq, "actions": actions[part]})
+            self.executor.queues[f"actions-{index}"].put({"seq": seq, "incarnation": slot.incarnation,
+                                                          "actions": actions[part]})
 
     # ---- the learning loop's sources (see ActorLearnerWorker.run) ------------------------------------------
     def _next_batch(self) -> list[dict[str, Any]] | None:

@@ -18,6 +18,8 @@ import numpy as np
 from harness.execution.transport import QueueClosed, RecordQueue, RecordSpec, WeightStore, check_record
 
 LEARNER_DEVICE = "/job:learner/replica:0/task:0/device:CPU:0"
+_DELIVERED_TWICE = "request was received twice"
+_RETRIES = 3
 
 
 def _tf() -> Any:
@@ -41,21 +43,33 @@ class TFSession:
     def open(self) -> None:
         self._session = self.tf.compat.v1.Session(self.target, graph=self.graph, config=self.config)
 
-    def run(self, fetches: Any, feed: dict | None = None, timeout: float | None = None) -> Any:
+    def run(self, fetches: Any, feed: dict | None = None, timeout: float | None = None,
+            idempotent: bool = False) -> Any:
         """``Session.run`` with TF's errors turned into `QueueClosed` (closed queue, learner gone) and
-        `TimeoutError` (``timeout`` seconds passed)."""
+        `TimeoutError` (``timeout`` seconds passed).
+
+        TF's gRPC layer can deliver a retried step twice; the server then rejects it ("The same RunGraph
+        request was received twice", an ``AbortedError``: seen here when an actor is killed under load).
+        ``idempotent`` steps (sizes, flags, weight reads) are run again; for the others the step's outcome
+        is unknown, which is raised as a `RuntimeError` (not as a closed queue: nothing closed).
+        """
         tf = self.tf
         options = tf.compat.v1.RunOptions(timeout_in_ms=int(timeout * 1000)) if timeout else None
-        try:
-            return self._session.run(fetches, feed, options=options)
-        except tf.errors.DeadlineExceededError:
-            raise TimeoutError(f"no answer from the learner's server within {timeout} s") from None
-        except (tf.errors.OutOfRangeError, tf.errors.CancelledError) as exc:
-            raise QueueClosed(f"the queue is closed ({type(exc).__name__})") from None
-        except tf.errors.AbortedError as exc:
-            raise QueueClosed(f"the queue is closed: {exc.message}") from None
-        except tf.errors.UnavailableError as exc:
-            raise QueueClosed(f"the learner's server is gone: {exc.message.splitlines()[0]}") from None
+        for attempt in range(_RETRIES + 1):
+            try:
+                return self._session.run(fetches, feed, options=options)
+            except tf.errors.DeadlineExceededError:
+                raise TimeoutError(f"no answer from the learner's server within {timeout} s") from None
+            except (tf.errors.OutOfRangeError, tf.errors.CancelledError) as exc:
+                raise QueueClosed(f"the queue is closed ({type(exc).__name__})") from None
+            except tf.errors.AbortedError as exc:
+                if _DELIVERED_TWICE not in exc.message:
+                    raise QueueClosed(f"the queue is closed: {exc.message}") from None
+                if not idempotent or attempt == _RETRIES:
+                    raise RuntimeError(f"TF session on {self.target}: a step reached the learner's server twice "
+                                       f"(gRPC retry) and was rejected; its outcome is unknown") from None
+            except tf.errors.UnavailableError as exc:
+                raise QueueClosed(f"the learner's server is gone: {exc.message.splitlines()[0]}") from None
 
     def close(self) -> None:
         if self._session is not None:
@@ -117,10 +131,10 @@ class TFRecordQueue(RecordQueue):
         return self.session.run(self._dequeue, {self._count: int(count)})
 
     def size(self) -> int:
-        return int(self.session.run(self._size))
+        return int(self.session.run(self._size, idempotent=True))
 
     def _closed(self) -> bool:
-        return bool(self.session.run(self._is_closed))
+        return bool(self.session.run(self._is_closed, idempotent=True))
 
     def close(self) -> None:
         try:
@@ -193,9 +207,9 @@ class TFWeightStore(WeightStore):
     def read(self) -> tuple[int, dict[str, np.ndarray]]:
         while True:
             version = self.version()
-            arrays, after = self.session.run(self._read[version % 2])
+            arrays, after = self.session.run(self._read[version % 2], idempotent=True)
             if int(after) <= version + 1:
                 return version, arrays
 
     def version(self) -> int:
-        return int(self.session.run(self._version))
+        return int(self.session.run(self._version, idempotent=True))

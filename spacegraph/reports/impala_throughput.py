@@ -1,4 +1,4 @@
-"""IMPALA throughput: env frames/s learned from with 1, 2, 4 actors, ours on distributed TF against RLlib's IMPALA.
+"""IMPALA throughput: env frames/s learned from with 1, 2, 4 actors; ours on distributed TF and on Ray, RLlib's IMPALA.
 
 Sides, each in its own subprocess, one after the other, for ``--seconds`` of measurement after a warm-up:
 
@@ -6,6 +6,7 @@ Sides, each in its own subprocess, one after the other, for ``--seconds`` of mea
   actions: what one actor could give if acting cost nothing;
 * ``ours``: `ActorLearnerWorker` (learner, learning on, PyTorch backend) with a `TFActorLearnerExecutor`
   of ``n`` actor processes (TF servers on 127.0.0.1); frames of the rollouts the learner learned from;
+* ``ours_ray``: the same with a `RayActorLearnerExecutor` (actors as Ray actors, a local Ray instance);
 * ``rllib``: RLlib 2.60's IMPALA (new API stack, PyTorch, local learner) with ``num_env_runners=n``,
   ``num_envs_per_env_runner`` and ``rollout_fragment_length`` as ours, in a Ray instance on 127.0.0.1;
   its ``num_env_steps_sampled_lifetime`` over the same window.
@@ -81,14 +82,25 @@ def side_raw(env: str, actors: int, seconds: float) -> dict[str, Any]:
     return out
 
 
-def side_ours(env: str, actors: int, seconds: float) -> dict[str, Any]:
+def _executor_factory(kind: str, actors: int) -> Any:
+    """``(rollout spec, episode spec, weight spec) -> executor`` of ``actors`` actor processes."""
+    if kind == "ray":
+        from harness.execution.ray.actor_learner import RayActorLearnerExecutor
+
+        return lambda r, e, w: RayActorLearnerExecutor(
+            actors, {"rollouts": (r, 4 * actors), "episodes": (e, 100_000)}, w, num_cpus=max(2, actors + 1))
     from harness.execution.tf_dist import TFActorLearnerExecutor
+
+    return lambda r, e, w: TFActorLearnerExecutor(
+        actors, {"rollouts": (r, 4 * actors), "episodes": (e, 100_000)}, w, env=THREADS)
+
+
+def side_ours(env: str, actors: int, seconds: float, executor: str = "tf-dist") -> dict[str, Any]:
     from reference_agents.agents import build_agent
     from reference_agents.training.actor_learner import ActorLearnerWorker
 
     agent = build_agent(ENVS[env][0], backend="torch")
-    worker = ActorLearnerWorker(agent, lambda r, e, w: TFActorLearnerExecutor(
-        actors, {"rollouts": (r, 4 * actors), "episodes": (e, 100_000)}, w, env=THREADS))
+    worker = ActorLearnerWorker(agent, _executor_factory(executor, actors))
     try:
         per_batch = agent.config.rollout.length * agent.config.env.num_envs * agent.config.rollout.batch_size
         deadline = time.monotonic() + 120
@@ -106,6 +118,11 @@ def side_ours(env: str, actors: int, seconds: float) -> dict[str, Any]:
         return out
     finally:
         worker.close()
+
+
+def side_ours_ray(env: str, actors: int, seconds: float) -> dict[str, Any]:
+    """`side_ours` with the actors as Ray actors (`RayActorLearnerExecutor`, a local Ray instance)."""
+    return side_ours(env, actors, seconds, executor="ray")
 
 
 def rllib_pong(env_config: dict) -> Any:
@@ -238,7 +255,8 @@ def at(curve: list, t: float) -> float | None:
     return before[-1] if before else None
 
 
-SIDES = {"raw": side_raw, "ours": side_ours, "rllib": side_rllib, "curve_ours": side_curve_ours,
+SIDES = {"raw": side_raw, "ours": side_ours, "ours_ray": side_ours_ray, "rllib": side_rllib,
+         "curve_ours": side_curve_ours,
          "curve_rllib": side_curve_rllib}
 
 
@@ -257,34 +275,38 @@ def run_side(side: str, env: str, actors: int, seconds: float, timeout: float) -
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = ["# IMPALA throughput: ours on distributed TF against RLlib's IMPALA", "",
+    lines = ["# IMPALA throughput: ours on distributed TF and on Ray against RLlib's IMPALA", "",
              f"Measured {result['date']} on {result['machine']} (commit {result['commit']}); "
              f"{result['seconds']:.0f} s windows after warm-up, each side in its own process, one after the "
              "other. Env frames/s are frames of rollouts the learner learned from (learning on); `raw` is one "
              "process stepping the same environment vector with random actions. CPU: the whole machine's "
              "utilisation over the window (other processes included).", "",
-             "| env | actors | ours frames/s | RLlib frames/s | ours / RLlib | raw frames/s (1 process) | "
-             "CPU ours | CPU RLlib | load ours / RLlib / raw |", "|---|---|---|---|---|---|---|---|---|"]
+             "| env | actors | ours TF-dist frames/s | ours Ray frames/s | RLlib frames/s | TF-dist / RLlib | "
+             "Ray / RLlib | raw frames/s (1 process) | CPU TF-dist / Ray / RLlib | load TF-dist / Ray / RLlib / raw |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def rate(r: dict) -> str:
+        return f"{r['frames_per_s']:,.0f}" if "frames_per_s" in r else f"({r.get('error', 'not run')})"
+
+    def ratio(a: dict, b: dict) -> str:
+        return f"{a['frames_per_s'] / b['frames_per_s']:.2f}x" if "frames_per_s" in a and b.get("frames_per_s") else "-"
+
     for env, rows in result["envs"].items():
         raw = rows.get("raw", {})
         for n in result["actors"]:
-            ours, rllib = rows.get(f"ours-{n}", {}), rows.get(f"rllib-{n}", {})
-
-            def rate(r: dict) -> str:
-                return f"{r['frames_per_s']:,.0f}" if "frames_per_s" in r else f"({r.get('error', 'not run')})"
-
-            ratio = (f"{ours['frames_per_s'] / rllib['frames_per_s']:.2f}x"
-                     if "frames_per_s" in ours and rllib.get("frames_per_s") else "-")
-            cpu = [f"{r['cpu_utilisation']:.0%}" if "cpu_utilisation" in r else "-" for r in (ours, rllib)]
-            load = " / ".join(f"{r['load_1min']:.1f}" if "load_1min" in r else "-" for r in (ours, rllib, raw))
-            lines.append(f"| {env} | {n} | {rate(ours)} | {rate(rllib)} | {ratio} | {rate(raw)} | {cpu[0]} | "
-                         f"{cpu[1]} | {load} |")
+            ours, ray, rllib = rows.get(f"ours-{n}", {}), rows.get(f"ours_ray-{n}", {}), rows.get(f"rllib-{n}", {})
+            cpu = " / ".join(f"{r['cpu_utilisation']:.0%}" if "cpu_utilisation" in r else "-"
+                             for r in (ours, ray, rllib))
+            load = " / ".join(f"{r['load_1min']:.1f}" if "load_1min" in r else "-" for r in (ours, ray, rllib, raw))
+            lines.append(f"| {env} | {n} | {rate(ours)} | {rate(ray)} | {rate(rllib)} | {ratio(ours, rllib)} | "
+                         f"{ratio(ray, rllib)} | {rate(raw)} | {cpu} | {load} |")
     curves = result.get("curves", {})
     if curves:
         lines += ["", f"## CartPole learning against wall time ({result.get('curve_actors', 2)} actors)", "",
                   "Mean return of the last 100 training episodes at each time (seconds from the side's start, "
                   "start-up included; `-`: no episode finished yet). Ours: distributed TF; RLlib: its "
-                  "`episode_return_mean`.", "",
+                  "`episode_return_mean`." + (" Measured {date} on {machine} (commit {commit}).".format(
+                      **result["curve_measured"]) if result.get("curve_measured") else ""), "",
                   "| seconds | " + " | ".join(str(t) for t in CURVE_POINTS) + " |",
                   "|---|" + "---|" * len(CURVE_POINTS)]
         for name, side in (("ours", "curve_ours"), ("RLlib", "curve_rllib")):
@@ -306,11 +328,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--envs", default="cartpole,pong")
     parser.add_argument("--actors", default="1,2,4")
     parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--sides", default="raw,ours,rllib,curve", help="raw, ours, rllib (throughput) and curve "
-                                                                         "(CartPole learning against wall time)")
+    parser.add_argument("--sides", default="raw,ours,ours_ray,rllib,curve",
+                        help="raw, ours, ours_ray, rllib (throughput) and curve (CartPole learning against wall time)")
     parser.add_argument("--out-dir", default=str(REPORT_DIR))
     parser.add_argument("--note", action="append", default=[], help="a note for the report (repeatable)")
     parser.add_argument("--rewrite", metavar="JSON", help="only rewrite the Markdown from a result JSON")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the figures of the report in --out-dir that this run does not measure")
     parser.add_argument("--child", choices=sorted(SIDES), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -329,18 +353,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     actors = [int(a) for a in args.actors.split(",")]
     result = {"date": time.strftime("%Y-%m-%d"), "machine": describe(facts()), "commit": commit,
               "seconds": args.seconds, "actors": actors, "envs": {}, "notes": list(args.note)}
-    for env in args.envs.split(",") if any(x in args.sides for x in ("raw", "ours", "rllib")) else []:
+    previous = Path(args.out_dir) / "impala_throughput.json"
+    if args.update and previous.exists():  # what this run measures replaces its part only; both dates kept
+        kept = json.loads(previous.read_text())
+        kept["notes"] = [*kept.get("notes", []), *(f"{n} (added {result['date']}, commit {commit})"
+                                                   for n in args.note)]
+        result = kept
+    sides = args.sides.split(",")
+    for env in args.envs.split(",") if any(x in sides for x in ("raw", "ours", "ours_ray", "rllib")) else []:
         rows = result["envs"].setdefault(env, {})
-        if "raw" in args.sides:
+        if "raw" in sides:
             rows["raw"] = run_side("raw", env, 1, args.seconds, 300)
             print(env, "raw", rows["raw"], flush=True)
         for n in actors:
-            for side in ("ours", "rllib"):
-                if side in args.sides:
+            for side in ("ours", "ours_ray", "rllib"):
+                if side in sides:
                     rows[f"{side}-{n}"] = run_side(side, env, n, args.seconds, 600)
                     print(env, side, n, rows[f"{side}-{n}"], flush=True)
-    if "curve" in args.sides:
-        result["curve_actors"] = 2
+    if "curve" in sides:
+        result["curve_actors"], result["curve_measured"] = 2, {"date": time.strftime("%Y-%m-%d"),
+                                                              "commit": commit, "machine": describe(facts())}
         result["curves"] = {side: run_side(side, "cartpole", 2, 150.0, 600) for side in ("curve_ours", "curve_rllib")}
         print({k: v.get("curve", v)[-3:] if "curve" in v else v for k, v in result["curves"].items()}, flush=True)
     out = Path(args.out_dir)

@@ -144,6 +144,9 @@ def mutated_source(source: str, index: int) -> str:
     return ast.unparse(_apply(ast.parse(source), index))
 
 
+_PYTEST_EXITS = {3: "internal error", 4: "usage error", 5: "no tests collected"}
+
+
 def run_mutant(module: str, path: str, index: int, pytest_args: Sequence[str], timeout: float,
                env: dict[str, str] | None = None, cwd: str | None = None) -> str:
     """Runs ``python -m pytest -p harness.testing.mutation_hook *pytest_args`` with mutant ``index`` of ``module``.
@@ -157,7 +160,12 @@ def run_mutant(module: str, path: str, index: int, pytest_args: Sequence[str], t
         env, cwd: the subprocess's environment (default: this one's) and folder.
 
     Returns:
-        ``killed`` (pytest exits non-zero), ``survived`` (exits 0) or ``timeout``.
+        ``killed`` (pytest exits 1, a test failed, or 2, collection failed: the mutant broke an import),
+        ``survived`` (exits 0) or ``timeout``.
+
+    Raises:
+        RuntimeError: pytest exited 3 (internal error), 4 (usage error: a bad path or option) or 5 (no test
+            collected): the selection is at fault, not the mutant, so it is never counted as killed.
     """
     full_env = dict(os.environ if env is None else env)
     full_env["SPACEGRAPH_MUTANT"] = json.dumps({"module": module, "path": path, "index": index})
@@ -166,7 +174,12 @@ def run_mutant(module: str, path: str, index: int, pytest_args: Sequence[str], t
         proc = subprocess.run(argv, env=full_env, cwd=cwd, timeout=timeout, capture_output=True)
     except subprocess.TimeoutExpired:
         return "timeout"
-    return "survived" if proc.returncode == 0 else "killed"
+    if proc.returncode in (0, 1, 2):
+        return "survived" if proc.returncode == 0 else "killed"
+    tail = (proc.stdout or b"").decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+    why = _PYTEST_EXITS.get(proc.returncode, "unknown")
+    raise RuntimeError(f"run_mutant: pytest exited {proc.returncode} ({why}) for mutant {index} of {module} "
+                       f"with {list(pytest_args)}: {tail[0]}")
 
 
 def outcomes_json(outcomes: list[Outcome]) -> list[dict[str, Any]]:

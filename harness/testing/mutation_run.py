@@ -141,8 +141,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.specs and module not in stems:
             stems[module] = spec_stems(module, Path(args.specs))
         select = ["-k", " or ".join(stems[module])] if stems.get(module) else []
-        status, seconds = timed(run_mutant, module, str(path), mutant.index,
-                                ["-x", "-q", "-p", "no:cacheprovider", args.tests, *select], args.timeout)
+        try:
+            status, seconds = timed(run_mutant, module, str(path), mutant.index,
+                                    ["-x", "-q", "-p", "no:cacheprovider", args.tests, *select], args.timeout)
+        except RuntimeError as exc:  # the selection ran no test: stop (the report so far stays as written)
+            print(f"mutation_run: {exc}", file=sys.stderr)
+            return 2
         outcomes.append(Outcome(module, mutant, status, round(seconds, 1)))
         print(f"[{k + 1}/{len(chosen)}] {module}:{mutant.line} {mutant.what}: {status} ({seconds:.0f}s)", flush=True)
         Path(args.out + ".json").write_text(json.dumps({"total": len(every), "sampled": bool(args.sample),

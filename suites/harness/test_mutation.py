@@ -92,6 +92,15 @@ def test_a_strong_test_kills_and_a_weak_test_lets_survive(project: Path) -> None
     assert (project / "tinypkg" / "tiny.py").read_text() == TINY   # the file on disk never changes
 
 
+def test_a_selection_that_runs_no_test_is_an_error_not_a_kill(project: Path) -> None:
+    add = next(m.index for m in mutants(TINY) if m.what == "Add -> Sub")
+    with pytest.raises(RuntimeError, match=r"pytest exited 4 \(usage error\) for mutant .* of tinypkg.tiny"):
+        run(project, add, "test_missing.py")
+    (project / "test_empty.py").write_text("from tinypkg.tiny import clip  # noqa: F401\n")
+    with pytest.raises(RuntimeError, match=r"pytest exited 5 \(no tests collected\)"):
+        run(project, add, "test_empty.py")
+
+
 def test_clopper_pearson_and_sample_report() -> None:
     lo, hi = clopper_pearson(9, 10)
     assert lo == pytest.approx(0.5550, abs=1e-4) and hi == pytest.approx(0.9975, abs=1e-4)

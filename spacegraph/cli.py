@@ -291,8 +291,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     if wants_impala(args, config_path):
         return cmd_train_impala(args, options, fail, _train_summary, resolve_config, describe_config,
                                 DEFAULT_TRAIN_STEPS)
-    if args.executor in ("tf-dist", "seed") or args.actors is not None or args.cluster_spec is not None:
-        return fail("--executor tf-dist/seed, --actors and --cluster-spec are for IMPALA configs (agent: impala)")
+    if (args.executor in ("tf-dist", "seed") or args.actors is not None or args.cluster_spec is not None
+            or args.publish_every is not None):
+        return fail("--executor tf-dist/seed, --actors, --cluster-spec and --publish-every are for IMPALA configs "
+                    "(agent: impala; Ape-X publishes every apex.publish_every learner updates)")
     if wants_apex(args, config_path):
         return cmd_train_apex(args, options, fail, _train_summary, resolve_config, DEFAULT_TRAIN_STEPS)
     if args.workers is not None or args.shards is not None or args.address is not None:

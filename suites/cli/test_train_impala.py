@@ -55,8 +55,10 @@ def test_flags_that_do_not_fit_impala_are_refused(tmp_path, capsys, flags, messa
     assert message in capsys.readouterr().err
 
 
-def test_tf_dist_flags_on_a_dqn_config_are_refused(tmp_path, capsys):
-    assert main(["train", "dqn_cartpole", "--executor", "tf-dist", "--out", str(tmp_path / "r")]) == 2
+@pytest.mark.parametrize("args", [["dqn_cartpole", "--executor", "tf-dist"],
+                                  ["apex_cartpole", "--executor", "local", "--publish-every", "5"]])
+def test_impala_flags_on_a_dqn_or_apex_config_are_refused(tmp_path, capsys, args):
+    assert main(["train", *args, "--out", str(tmp_path / "r")]) == 2
     assert "are for IMPALA configs" in capsys.readouterr().err
 
 

@@ -20,22 +20,15 @@ import time
 import traceback
 from typing import Any, Callable, Sequence
 
-from harness.execution.strategies.replicas import SyncReplicas
+from harness.execution.strategies.replicas import SyncReplicas, TowerStepMixin
 from harness.graph import api, graph_fn
-from harness.spaces import FloatBox, Space
+from harness.spaces import FloatBox
 
 
 def _distributed_optimizer_class(base: type, reduction: str) -> type:
     """``base`` with ``sync_step(weights)`` that all-reduces the process's gradients before one step."""
 
-    class DistributedOptimizer(base):  # type: ignore[misc, valid-type]
-        def variable_dependencies(self) -> list:
-            return list(super().variable_dependencies()) + list(self.gradient_towers)
-
-        def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
-            if "loss" in input_spaces:
-                super().check_input_spaces(input_spaces)
-
+    class DistributedOptimizer(TowerStepMixin, base):  # type: ignore[misc, valid-type]
         @api(must_be_complete=False)
         def sync_step(self, weights: Any) -> Any:
             """All-reduces this process's gradients with the others' and applies them; returns their norm."""
@@ -56,13 +49,7 @@ def _distributed_optimizer_class(base: type, reduction: str) -> type:
                 dist.all_reduce(g)
             if reduction == "mean":
                 grads = [g / total for g in grads]
-            dtype = self._dtypes[0]
-            norm = F.sqrt(F.reduce_sum(F.stack([F.cast(F.reduce_sum(F.square(g)), dtype) for g in grads])))
-            if self.clip_grad_norm is not None:
-                scale = self.clip_grad_norm / F.maximum(norm, self.clip_grad_norm)
-                grads = [g * F.cast(scale, d) for g, d in zip(grads, self._dtypes)]
-            self._apply(F, grads)
-            return norm
+            return self._apply_reduced(F, grads)
 
     DistributedOptimizer.__name__ = DistributedOptimizer.__qualname__ = base.__name__
     DistributedOptimizer.__module__ = base.__module__

@@ -5,9 +5,9 @@ per-worker, per-shard and learner costs.
 
 Every point runs in a fresh subprocess (``--one``), the sides of one point back to back (raw, ours, RLlib),
 so that load from elsewhere on the machine falls on all of them alike. Run it with the peers environment
-(RLlib installed; our side runs there too, from the same checkout)::
+(RLlib installed: ``pip install -e '.[peers]'``; our side runs there too, from the same checkout)::
 
-    nice -n 5 /work/venv-peers/bin/python -m spacegraph.reports.apex_throughput --seconds 15
+    nice -n 5 python -m spacegraph.reports.apex_throughput --seconds 15
 
 which writes ``reports/apex_throughput.{md,json,png}``; ``--rewrite reports/apex_throughput.json`` rebuilds
 the Markdown and the plot from the data.
@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         points = run_all(envs, workers, args.seconds, [s for s in args.sides.split(",") if s])
         result = {"points": points, "seconds_per_point": args.seconds,
                   "environment": environment(load, time.perf_counter() - start),
-                  "command": "nice -n 5 /work/venv-peers/bin/python -m spacegraph.reports.apex_throughput "
+                  "command": "nice -n 5 python -m spacegraph.reports.apex_throughput "
                              + " ".join(argv if argv is not None else sys.argv[1:])}
     result["ratios"] = ratios(result["points"])
     result["scaling"] = {env: scaling_model(result["points"], env) for env in ("pong", "cartpole")}

@@ -51,7 +51,7 @@ def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: st
     """``fn(agent) -> worker`` for ``kind`` (None: the one-process `VectorEnvWorker`)."""
     if kind == "local":
         return None
-    from reference_agents.training.actor_learner import ActorLearnerWorker
+    from reference_agents.training.actor_learner import ActorLearnerWorker, actor_learner_queues
 
     if kind == "seed":  # central inference: actors step environments, the learner acts (gRPC stream, or Ray)
         from reference_agents.training.central_inference import CentralInferenceWorker
@@ -71,14 +71,14 @@ def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: st
         from harness.execution.tf_dist import TFActorLearnerExecutor
 
         def make_executor(rollouts: Any, episodes: Any, weights: Any) -> Any:
-            return TFActorLearnerExecutor(actors, {"rollouts": (rollouts, 4 * actors), "episodes": (episodes, 100_000)},
-                                          weights, cluster_spec=cluster_spec)
+            return TFActorLearnerExecutor(actors, actor_learner_queues(rollouts, episodes, actors), weights,
+                                          cluster_spec=cluster_spec)
     else:
         from harness.execution.ray.actor_learner import RayActorLearnerExecutor
 
         def make_executor(rollouts: Any, episodes: Any, weights: Any) -> Any:
-            return RayActorLearnerExecutor(actors, {"rollouts": (rollouts, 4 * actors), "episodes": (episodes, 100_000)},
-                                           weights, address=address)
+            return RayActorLearnerExecutor(actors, actor_learner_queues(rollouts, episodes, actors), weights,
+                                           address=address)
 
     return lambda agent: ActorLearnerWorker(agent, make_executor, publish_every=publish_every)
 

@@ -52,6 +52,12 @@ def weight_spec(agent: Any) -> RecordSpec:
     return {k: (v.dtype.name, v.shape) for k, v in agent.get_weights().items()}
 
 
+def actor_learner_queues(rollouts: RecordSpec, episodes: RecordSpec, actors: int) -> dict[str, tuple[RecordSpec, int]]:
+    """The queues of an actor-learner run with ``actors`` actors: rollouts (4 in flight per actor) and
+    finished episodes (room for 100,000)."""
+    return {"rollouts": (rollouts, 4 * actors), "episodes": (episodes, 100_000)}
+
+
 def to_record(rollout: dict[str, Any], actor: int, incarnation: int) -> dict[str, Any]:
     """A rollout of `IMPALAAgent` as a flat record (the recurrent state split into two arrays)."""
     record = {k: v for k, v in rollout.items() if k != "initial_state"}

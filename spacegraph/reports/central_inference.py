@@ -70,7 +70,7 @@ def _executor(transport: str, actors: int, queues: dict, weights: dict) -> Any:
 
 def measure(mode: str, network: str, actors: int, seconds: float, transport: str, device: str | None) -> dict:
     """One point, in this process: frames/s learned from over ``seconds`` after every actor delivered."""
-    from reference_agents.training.actor_learner import ActorLearnerWorker
+    from reference_agents.training.actor_learner import ActorLearnerWorker, actor_learner_queues
     from reference_agents.training.central_inference import CentralInferenceWorker
 
     agent = _agent(network, device)
@@ -79,7 +79,7 @@ def measure(mode: str, network: str, actors: int, seconds: float, transport: str
         worker = CentralInferenceWorker(agent, lambda q: _executor(transport, actors, q, {}), actors)
     else:
         worker = ActorLearnerWorker(agent, lambda r, e, w: _executor(
-            transport, actors, {"rollouts": (r, 4 * actors), "episodes": (e, 100_000)}, w))
+            transport, actors, actor_learner_queues(r, e, actors), w))
     chunk = agent.config.rollout.length * agent.config.env.num_envs * agent.config.rollout.batch_size
     try:
         deadline = time.monotonic() + 180

@@ -84,15 +84,16 @@ def side_raw(env: str, actors: int, seconds: float) -> dict[str, Any]:
 
 def _executor_factory(kind: str, actors: int) -> Any:
     """``(rollout spec, episode spec, weight spec) -> executor`` of ``actors`` actor processes."""
+    from reference_agents.training.actor_learner import actor_learner_queues
+
     if kind == "ray":
         from harness.execution.ray.actor_learner import RayActorLearnerExecutor
 
-        return lambda r, e, w: RayActorLearnerExecutor(
-            actors, {"rollouts": (r, 4 * actors), "episodes": (e, 100_000)}, w, num_cpus=max(2, actors + 1))
+        return lambda r, e, w: RayActorLearnerExecutor(actors, actor_learner_queues(r, e, actors), w,
+                                                       num_cpus=max(2, actors + 1))
     from harness.execution.tf_dist import TFActorLearnerExecutor
 
-    return lambda r, e, w: TFActorLearnerExecutor(
-        actors, {"rollouts": (r, 4 * actors), "episodes": (e, 100_000)}, w, env=THREADS)
+    return lambda r, e, w: TFActorLearnerExecutor(actors, actor_learner_queues(r, e, actors), w, env=THREADS)
 
 
 def side_ours(env: str, actors: int, seconds: float, executor: str = "tf-dist") -> dict[str, Any]:
@@ -196,13 +197,11 @@ def side_curve_ours(env: str, actors: int, seconds: float) -> dict[str, Any]:
     """CartPole learning against wall time: the mean return of the last 100 training episodes, from the
     side's start (imports and start-up included) for ``seconds``."""
     start = time.perf_counter()
-    from harness.execution.tf_dist import TFActorLearnerExecutor
     from reference_agents.agents import build_agent
     from reference_agents.training.actor_learner import ActorLearnerWorker
 
     agent = build_agent(ENVS[env][0], backend="torch")
-    worker = ActorLearnerWorker(agent, lambda r, e, w: TFActorLearnerExecutor(
-        actors, {"rollouts": (r, 4 * actors), "episodes": (e, 100_000)}, w, env=THREADS))
+    worker = ActorLearnerWorker(agent, _executor_factory("tf-dist", actors))
     curve = []
     try:
         while time.perf_counter() - start < seconds:

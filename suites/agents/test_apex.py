@@ -201,6 +201,21 @@ def test_a_dead_shard_comes_back_from_its_snapshot(local, tmp_path):
     assert "replay shard 'shard-0' died" in stream.getvalue() and "from its snapshot" in stream.getvalue()
 
 
+def test_a_temporary_snapshot_folder_is_removed_on_close_and_a_given_one_kept(local, tmp_path):
+    own = ApexDriver(small_config(snapshot_every=100), local)
+    given = ApexDriver(small_config(snapshot_every=100), local, snapshot_dir=str(tmp_path))
+    try:
+        own.run(num_steps=200)
+        given.run(num_steps=200)
+        made = Path(own.snapshot_dir)
+        assert made.is_dir() and any(made.iterdir()), "the driver's own folder holds the shards' snapshots"
+    finally:
+        own.close()
+        given.close()
+    assert not made.exists(), f"ApexDriver.close left its temporary snapshot folder {made}"
+    assert any(tmp_path.iterdir()), "a snapshot_dir the caller gave was emptied"
+
+
 def test_spacegraph_train_executor_local_and_resume(tmp_path, capsys):
     from spacegraph.cli import main
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -87,6 +88,7 @@ class ApexDriver:
         self.num_envs = self.num_workers * cfg.env.num_envs
         self.frames_per_step = 1.0
         self.snapshot_dir = snapshot_dir
+        self._temporary_snapshot_dir: str | None = None
         self.episodes: list[Episode] = []
         self.total_steps = self.total_frames = 0
         self.produced = 0                       # transitions received from workers (and sent to shards)
@@ -139,7 +141,7 @@ class ApexDriver:
             raise RuntimeError(f"ApexDriver: an actor did not start: {failure}") from None
         self.frames_per_step = float(answers[0]["frames_per_step"])
         if self.snapshot_dir is None and a.snapshot_every is not None:
-            self.snapshot_dir = tempfile.mkdtemp(prefix="apex-shards-")
+            self.snapshot_dir = self._temporary_snapshot_dir = tempfile.mkdtemp(prefix="apex-shards-")
         if a.snapshot_every is not None:
             self._next_snapshot = self.total_steps + a.snapshot_every
         self.learner = ApexLearner(self.agent, self.shards, cfg.update.batch_size, a.prefetch, a.publish_every,
@@ -153,12 +155,16 @@ class ApexDriver:
         self._send_weights()
 
     def close(self) -> None:
-        """Stops the learner threads and closes the evaluation environments (the executor stays the caller's)."""
+        """Stops the learner threads, closes the evaluation environments and removes the temporary snapshot
+        folder the driver made itself (a ``snapshot_dir`` given to it stays; the executor stays the caller's)."""
         if self.learner is not None:
             self.learner.stop()
         if self._eval_worker is not None:
             self._eval_worker.close()
             self._eval_worker = None
+        if self._temporary_snapshot_dir is not None:
+            shutil.rmtree(self._temporary_snapshot_dir, ignore_errors=True)
+            self._temporary_snapshot_dir = None
 
     # ---- schedules ----------------------------------------------------------------------------------------
     def _due(self, steps: int) -> int:

@@ -137,7 +137,10 @@ def rllib_pong(env_config: dict) -> Any:
     return wrap_atari_for_new_api_stack(gym.make("ALE/Pong-v5", frameskip=1), dim=84, frameskip=4, framestack=4)
 
 
-def side_rllib(env: str, actors: int, seconds: float) -> dict[str, Any]:
+def rllib_impala(env: str, actors: int) -> tuple[Any, int]:
+    """RLlib 2.60's IMPALA for ``env`` (new API stack, PyTorch, local learner) with ``num_env_runners=actors``
+    and the rollout length, envs per runner, train batch and learning rate of our config, in a Ray instance
+    it starts on 127.0.0.1 (the caller calls ``ray.shutdown()``); ``(algo, env frames per env step)``."""
     from spacegraph.reports.rllib import import_rllib_safely
 
     import_rllib_safely()
@@ -155,15 +158,21 @@ def side_rllib(env: str, actors: int, seconds: float) -> dict[str, Any]:
         name, frames_per_step = "pong84", 4
     ray.init(num_cpus=max(2, actors + 1), include_dashboard=False, object_store_memory=256 * 1024 ** 2,
              _node_ip_address="127.0.0.1", log_to_driver=False)
+    config = (IMPALAConfig().environment(name).framework("torch")
+              .env_runners(num_env_runners=actors, num_envs_per_env_runner=cfg.env.num_envs,
+                           rollout_fragment_length=cfg.rollout.length)
+              .learners(num_learners=0)
+              .reporting(min_time_s_per_iteration=1)  # (default 10 s: too coarse for these windows)
+              .training(lr=cfg.optimizer.learning_rate, train_batch_size_per_learner=(
+                  cfg.rollout.length * cfg.env.num_envs * cfg.rollout.batch_size)))
+    return config.build_algo(), frames_per_step
+
+
+def side_rllib(env: str, actors: int, seconds: float) -> dict[str, Any]:
+    import ray
+
     try:
-        config = (IMPALAConfig().environment(name).framework("torch")
-                  .env_runners(num_env_runners=actors, num_envs_per_env_runner=cfg.env.num_envs,
-                               rollout_fragment_length=cfg.rollout.length)
-                  .learners(num_learners=0)
-                  .reporting(min_time_s_per_iteration=1)  # (default 10 s: too coarse for these windows)
-                  .training(lr=cfg.optimizer.learning_rate, train_batch_size_per_learner=(
-                      cfg.rollout.length * cfg.env.num_envs * cfg.rollout.batch_size)))
-        algo = config.build_algo()
+        algo, frames_per_step = rllib_impala(env, actors)
 
         seen = [0.0]
 
@@ -217,25 +226,11 @@ def side_curve_rllib(env: str, actors: int, seconds: float) -> dict[str, Any]:
     """RLlib's IMPALA on CartPole (the settings of `side_rllib`): ``episode_return_mean`` (its window of
     the last 100 episodes) against wall time from the side's start."""
     start = time.perf_counter()
-    from spacegraph.reports.rllib import import_rllib_safely
-
-    import_rllib_safely()
     import ray
-    from ray.rllib.algorithms.impala import IMPALAConfig
 
-    from reference_agents.agents import load_config
-
-    cfg, _ = load_config(ENVS[env][0])
-    ray.init(num_cpus=max(2, actors + 1), include_dashboard=False, object_store_memory=256 * 1024 ** 2,
-             _node_ip_address="127.0.0.1", log_to_driver=False)
     curve = []
     try:
-        algo = (IMPALAConfig().environment(cfg.env.id).framework("torch")
-                .env_runners(num_env_runners=actors, num_envs_per_env_runner=cfg.env.num_envs,
-                             rollout_fragment_length=cfg.rollout.length)
-                .learners(num_learners=0).reporting(min_time_s_per_iteration=1)
-                .training(lr=cfg.optimizer.learning_rate, train_batch_size_per_learner=(
-                    cfg.rollout.length * cfg.env.num_envs * cfg.rollout.batch_size))).build_algo()
+        algo, _ = rllib_impala(env, actors)
         while time.perf_counter() - start < seconds:
             result = algo.train()
             ret = result.get("env_runners", {}).get("episode_return_mean")

@@ -1,0 +1,55 @@
+"""The IMPALA Pong learning report: its table reads each curve at the right times, a side that fails keeps
+the points it wrote, and points reach the file as they come."""
+
+import argparse
+import json
+import math
+
+from spacegraph.reports.impala_learning import PointLog, at, markdown, run_side
+
+
+def _point(seconds, frames, ret, episodes=10):
+    return {"seconds": seconds, "frames": frames, "mean_return_100": ret, "episodes": episodes,
+            "cpu_utilisation": 0.9}
+
+
+def _result(**sides):
+    return {"date": "2026-11-25", "machine": "test box", "commit": "abc1234", "minutes": 5.0, "actors": 2,
+            "executor": "tf-dist", "every_s": 20.0, "sides": sides}
+
+
+def test_the_table_reads_each_curve_at_its_minutes_and_stops_at_the_run_length():
+    ours = {"points": [_point(30, 1e5, None, 0), _point(59, 2e5, -20.5), _point(119, 4e5, -19.25),
+                       _point(290, 9e5, -15.0)]}
+    text = markdown(_result(ours=ours, rllib={"error": "Ray did not start", "points": []}))
+    assert "| minutes | 1 | 2 | 5 |" in text, "minutes past the run's 5 are left out"
+    assert "| ours: return (frames) | -20.5 (0.20M) | -19.2 (0.40M) | -15.0 (0.90M) |" in text
+    assert "| RLlib: return (frames) | (Ray did not start) |" in text
+    assert "| ours | 900,000 | 3,103 | 10 | -15.0 | 90% |  |" in text
+    assert "| rllib | - | - | - | - | - | Ray did not start |" in text
+
+
+def test_at_is_the_last_point_at_or_before_a_time():
+    points = [_point(10, 1, -21.0), _point(20, 2, -20.0)]
+    assert at(points, 5) is None
+    assert at(points, 10)["frames"] == 1 and at(points, 19.9)["frames"] == 1 and at(points, 99)["frames"] == 2
+
+
+def test_points_reach_the_file_as_they_come(tmp_path):
+    log = PointLog(tmp_path / "side.jsonl")
+    log.add(1.234, 100, math.nan, 0)
+    first = [json.loads(line) for line in (tmp_path / "side.jsonl").read_text().splitlines()]
+    assert first == [log.points[0]] and first[0]["mean_return_100"] is None and first[0]["seconds"] == 1.23
+    log.add(2.0, 200, -20.25, 3)
+    lines = (tmp_path / "side.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and json.loads(lines[1])["mean_return_100"] == -20.25
+    assert all(0.0 <= p["cpu_utilisation"] <= 1.0 for p in log.points)
+
+
+def test_a_side_that_fails_keeps_the_points_it_wrote(tmp_path):
+    points = [_point(20, 5e4, -20.8), _point(40, 1e5, -20.6)]
+    (tmp_path / "impala_learning_ours.jsonl").write_text("".join(json.dumps(p) + "\n" for p in points))
+    # an executor the child refuses: it exits 2 before it measures anything, as a crashed side would
+    args = argparse.Namespace(out_dir=str(tmp_path), minutes=0.1, actors=1, every=1.0, executor="no-such-executor")
+    out = run_side("ours", args)
+    assert "invalid choice" in out["error"] and out["points"] == points

@@ -18,6 +18,7 @@ from reference_agents.components.explorations import apex_epsilons
 ROOT = Path(__file__).resolve().parents[2]
 APEX_CARTPOLE = ROOT / "reference_agents" / "configs" / "apex_cartpole.yaml"
 DQN_CARTPOLE = ROOT / "reference_agents" / "configs" / "dqn_cartpole.yaml"
+APEX_PONG = ROOT / "reference_agents" / "configs" / "apex_pong.yaml"
 
 
 def small_config(**apex):
@@ -104,6 +105,42 @@ def test_record_replay_check_fails_when_alpha_is_ignored(monkeypatch):
     monkeypatch.setattr(HostRecordReplay, "_weighted", lambda self, p: np.asarray(p, np.float32))
     with pytest.raises(D.DistributionMismatch, match="p_i\\^alpha"):
         check_record_replay_sampling()
+
+
+def test_a_uniform_shard_samples_uniformly_whatever_the_priorities():
+    """``prioritized=False`` (a config's ``memory.type: replay``): draws uniform over the records held (chi-square
+    at 1e-4 with power 0.99 against the alpha = 0.6 draws of the same priorities), weights 1, new priorities
+    ignored."""
+    k = len(PRIORITIES)
+    uniform = np.full(k, 1.0 / k)
+    q = (PRIORITIES + EPSILON) ** ALPHA
+    n = D.sample_size_chi_square(uniform, q / q.sum())
+    shard = ReplayShard("shard-0", capacity=8, seed=4, prioritized=False, alpha=ALPHA, beta=BETA)
+    shard.add({"states": np.zeros((k, 1), np.float32), "actions": np.arange(k), "rewards": np.zeros(k),
+               "terminals": np.zeros(k, bool), "next_states": np.zeros((k, 1), np.float32),
+               "discounts": np.ones(k)}, PRIORITIES, np.arange(k))
+    shard.update_priorities(np.arange(k), PRIORITIES[::-1] * 100)
+    draws = [shard.sample(k) for _ in range(-(-n // k))]
+    D.check_chi_square(D.Where("ReplayShard", "sample", "slots"), np.concatenate([d[1] for d in draws]), uniform,
+                       what="uniform over the records held")
+    assert all(np.array_equal(d[2], np.ones(k, np.float32)) for d in draws)
+
+
+def test_shards_follow_the_memory_section(local):
+    """memory.type replay: uniform shards; frames: the section's prioritized, compression and match_window, and
+    frame_capacity split over the shards; form: graph refused by name."""
+    uniform = ApexDriver(dict(small_config(), memory={"type": "replay", "capacity": 1000}), local)
+    assert not ReplayShard(*uniform._shard_args(1)).store.prioritized
+    assert ReplayShard(*ApexDriver(small_config(), local)._shard_args(0)).store.prioritized
+    cfg, _ = load_apex_config(APEX_PONG, apex={"shards": 2})
+    data = cfg.model_dump(by_alias=True)
+    data["memory"].update(capacity=500, frame_capacity=900, match_window=77, prioritized=False)
+    shard = ReplayShard(*ApexDriver(data, local)._shard_args(0))
+    assert (shard.store.capacity, shard.store.index.frame_capacity, shard.store.index.window) == (250, 450, 77)
+    assert not shard.store.prioritized
+    data["memory"]["form"] = "graph"
+    with pytest.raises(ConfigError, match="memory.form.*form: host"):
+        load_apex_config(data)
 
 
 def test_shard_counts_evictions_and_snapshots(tmp_path):

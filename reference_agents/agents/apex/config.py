@@ -8,8 +8,10 @@
            throttle: true}
 
 The DQN sections mean what they mean for `DQNAgent`; ``memory`` describes the replay *all shards
-together* hold (``capacity`` is split over the shards; ``type: frames`` makes each shard a host-side
-frame store). A plain DQN config (``agent: dqn``) is also an Ape-X config, with the ``apex`` defaults:
+together* hold: ``capacity`` (and ``frame_capacity``) are split over the shards; ``type: frames`` makes each
+shard a host-side frame store (``form: graph`` is refused: a shard is a host-side actor) with the section's
+``compression`` and ``match_window``; ``type: prioritized``, or frames with ``prioritized: true``, make the
+shards sample by priority, ``type: replay`` or ``prioritized: false`` uniformly. A plain DQN config (``agent: dqn``) is also an Ape-X config, with the ``apex`` defaults:
 the same file runs locally with `DQNAgent` and distributed with `ApexDriver`.
 """
 
@@ -61,6 +63,11 @@ class ApexConfig(DQNConfig):
         data.update(changes)
         return data
 
+    def shards_prioritized(self) -> bool:
+        """Whether the shards sample by priority: ``memory.type`` prioritized, or frames with ``prioritized``;
+        ``type: replay`` (uniform) makes them uniform."""
+        return self.memory.type == "prioritized" or (self.memory.type == "frames" and self.memory.prioritized)
+
     def shard_capacity(self) -> int:
         """Transitions one shard holds: ``memory.capacity`` split over the shards (rounded up)."""
         return max(1, -(-self.memory.capacity // self.apex.shards))
@@ -101,4 +108,7 @@ def load_apex_config(config: str | os.PathLike | dict[str, Any] | DQNConfig,
         cfg, _ = load_agent_config(data, overrides, model=ApexConfig)
     except ConfigError as exc:
         raise ConfigError(source, exc.problems) from None  # name the file, not the dict it was read into
+    if cfg.memory.type == "frames" and cfg.memory.form == "graph":
+        raise ConfigError(source, [("memory.form", "Ape-X's replay lives in shard actors, which are host-side "
+                                                   "stores: use form: host (got 'graph')")])
     return cfg, source

@@ -115,13 +115,16 @@ class ApexDriver:
     def _shard_args(self, j: int) -> tuple:
         cfg = self.config
         mem = cfg.memory
-        frames = None
+        frames, frame_capacity, match_window = None, None, None
         if mem.type == "frames":
             shape = self.agent.state_space.shape
             frames = (tuple(shape[:-1]), int(shape[-1]))
+            # frame slots and the match window are per store: each shard gets its share of the total
+            frame_capacity = None if mem.frame_capacity is None else -(-mem.frame_capacity // self.num_shards)
+            match_window = mem.match_window
         return (f"shard-{j}", cfg.shard_capacity(), frames, mem.alpha, mem.beta, mem.epsilon,
                 mem.compression if mem.type == "frames" else None, BATCH_LAYOUTS.get(self.backend, "nchw_view"),
-                self.seed + 100 + j)
+                self.seed + 100 + j, cfg.shards_prioritized(), frame_capacity, match_window)
 
     def start(self) -> None:
         """Starts the shard and worker actors and the learner threads, and sends the first weights."""

@@ -25,20 +25,22 @@ class HostRecordReplay(HostFrameReplay):
 
     Args:
         capacity: records held (the oldest is overwritten).
-        alpha, beta, epsilon: `PrioritizedReplay`'s.
+        alpha, beta, epsilon: `PrioritizedReplay`'s (ignored without ``prioritized``).
         seed: the sampling generator's seed.
+        prioritized: proportional prioritized sampling; False: uniform over the records held
+            (``alpha = beta = 0``, as `HostFrameReplay` does).
     """
 
     def __init__(self, capacity: int, alpha: float = 0.6, beta: float = 0.4, epsilon: float = 1e-6,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, prioritized: bool = True) -> None:
         from reference_agents.components.memories.prioritized_replay import _number
 
         if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
             raise ValueError(f"HostRecordReplay: capacity must be a positive int; got {capacity!r}")
         self.capacity = int(capacity)
-        self.prioritized = True
-        self.alpha = _number("HostRecordReplay", "alpha", alpha, 0.0, None, True)
-        self.beta = _number("HostRecordReplay", "beta", beta, 0.0, 1.0, True)
+        self.prioritized = bool(prioritized)
+        self.alpha = _number("HostRecordReplay", "alpha", alpha, 0.0, None, True) if prioritized else 0.0
+        self.beta = _number("HostRecordReplay", "beta", beta, 0.0, 1.0, True) if prioritized else 0.0
         self.epsilon = _number("HostRecordReplay", "epsilon", epsilon, 0.0, None, False)
         self.trees = HostSumMinTrees(self.capacity)
         self.max_priority = np.float32(1.0)
@@ -83,6 +85,8 @@ class HostRecordReplay(HostFrameReplay):
         return {k: self.buffers[k][slots] for k in RECORD_KEYS}
 
     def update_priorities(self, slots: Any, priorities: Any) -> None:
+        if not self.prioritized:
+            return
         slots = np.asarray(slots, np.int64).reshape(-1)
         p = np.abs(np.asarray(priorities, np.float32).reshape(-1)) + np.float32(self.epsilon)
         live = slots < self.size
@@ -123,18 +127,23 @@ class ReplayShard:
         compression: frames only: None or ``"lz4"``.
         layout: frames only: the stacks' layout in sampled batches (see `HostFrameReplay.records_at`).
         seed: the sampling seed.
+        prioritized: proportional prioritized sampling (Ape-X's); False: uniform, and new priorities are
+            ignored (a config's ``memory.type: replay`` or ``prioritized: false``).
+        frame_capacity, match_window: frames only: `HostFrameReplay`'s (None: its defaults).
     """
 
     def __init__(self, name: str, capacity: int, frames: tuple[tuple[int, ...], int] | None = None,
                  alpha: float = 0.6, beta: float = 0.4, epsilon: float = 1e-6, compression: str | None = None,
-                 layout: str = "nhwc", seed: int | None = None) -> None:
+                 layout: str = "nhwc", seed: int | None = None, prioritized: bool = True,
+                 frame_capacity: int | None = None, match_window: int | None = None) -> None:
         self.name, self.layout = name, layout
         if frames is None:
-            self.store: HostFrameReplay = HostRecordReplay(capacity, alpha, beta, epsilon, seed=seed)
+            self.store: HostFrameReplay = HostRecordReplay(capacity, alpha, beta, epsilon, seed=seed,
+                                                           prioritized=prioritized)
         else:
             frame_shape, stack = frames
-            self.store = HostFrameReplay(capacity, tuple(frame_shape), int(stack), True, alpha, beta, epsilon,
-                                         compression, seed=seed)
+            self.store = HostFrameReplay(capacity, tuple(frame_shape), int(stack), prioritized, alpha, beta,
+                                         epsilon, compression, frame_capacity, match_window, seed=seed)
         self.tags = np.full(self.store.capacity, -1, np.int64)
         import os
         import time

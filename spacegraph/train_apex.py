@@ -52,7 +52,7 @@ def cmd_train_apex(args: argparse.Namespace, options: dict[str, Any], fail: Call
                    default_steps: int) -> int:
     """Runs (or resumes) an Ape-X training; returns the exit status."""
     from reference_agents.agents import ConfigError
-    from reference_agents.training import set_framework_threads
+    from reference_agents.training import read_trainer_state, set_framework_threads
     from reference_agents.agents.apex import ApexDriver, load_apex_config
     from reference_agents.training.apex import ApexTrainer, make_actor_executor, saved_executor_kind
 
@@ -66,7 +66,9 @@ def cmd_train_apex(args: argparse.Namespace, options: dict[str, Any], fail: Call
                 return fail("--seed cannot change a resumed run (its seed is in the checkpoint)")
             if args.shards is not None:
                 return fail("--shards cannot change a resumed Ape-X run (each shard comes back from its snapshot)")
-            set_framework_threads(args.backend or "torch", args.threads)
+            # the threads of the backend the run will rebuild on: --backend, else the one saved
+            set_framework_threads(args.backend or read_trainer_state(args.resume).get("backend") or "torch",
+                                  args.threads)
             executor = make_actor_executor(kind, args.address)
             trainer = ApexTrainer.resume(args.resume, executor, backend=args.backend, workers=args.workers, **options)
             source = f"the checkpoint in {args.resume}"

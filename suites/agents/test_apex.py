@@ -277,6 +277,23 @@ def test_spacegraph_train_executor_local_and_resume(tmp_path, capsys):
     assert "give --executor ray (or local)" in capsys.readouterr().err
 
 
+def test_resume_without_backend_sets_the_threads_of_the_saved_backend(tmp_path, monkeypatch):
+    import yaml
+
+    import reference_agents.training as training
+    from spacegraph.cli import main
+
+    config = tmp_path / "apex_tf.yaml"
+    config.write_text(yaml.safe_dump(dict(small_config(), backend="tf")))
+    out = tmp_path / "run"
+    assert main(["train", str(config), "--executor", "local", "--steps", "150", "--eval-every", "150",
+                 "--screen-episodes", "1", "--out", str(out), "--quiet"]) == 0
+    calls = []
+    monkeypatch.setattr(training, "set_framework_threads", lambda backend, threads: calls.append(backend) or True)
+    assert main(["train", "--resume", str(out), "--steps", "200", "--quiet"]) == 0
+    assert calls == ["tf"], f"resuming a TF run set the threads of {calls}"
+
+
 def test_frame_stacks_travel_as_distinct_frames_once():
     from reference_agents.agents.apex.transport import PACKED, pack_records, unpack_records
 

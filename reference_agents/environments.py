@@ -13,6 +13,7 @@ next state must each carry their own 4 frames.
 from __future__ import annotations
 
 import difflib
+import importlib
 from typing import Any
 
 import numpy as np
@@ -107,10 +108,12 @@ def make_env(env_id: str, atari: bool = False, **kwargs: Any) -> Any:
     """A gymnasium environment for a registered id (classic control, Box2D, ALE, ...).
 
     ALE ids (``"ALE/Pong-v5"``, ``"PongNoFrameskip-v4"``) are registered from
-    ale-py on first use, so callers need not import it.
+    ale-py on first use, so callers need not import it. ``"module:Id"`` imports ``module``
+    first (which registers ``Id``), as ``gymnasium.make`` does: a user's environment then
+    makes in any process, a Ray actor's or a TF task's included.
 
     Args:
-        env_id: a gymnasium id.
+        env_id: a gymnasium id, or ``"module:Id"``.
         atari: Atari frame processing env-side, as an agent config's ``env.atari`` asks: gray
             frames (``obs_type="grayscale"``) resized to 84x84 and the last 4 stacked
             (`reference_agents.environments.AtariFrames`), ``uint8[84,84,4]``.
@@ -127,6 +130,13 @@ def make_env(env_id: str, atari: bool = False, **kwargs: Any) -> Any:
 
     if not isinstance(env_id, str) or not env_id:
         raise ValueError(f"make_env: env_id must be a non-empty gymnasium id string; got {env_id!r}")
+    if ":" in env_id:   # "module:Id": the module registers Id when imported (in every process that makes it)
+        module, _, env_id = env_id.partition(":")
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ValueError(f"make_env: {module}:{env_id} names the module {module!r}, which does not import: "
+                             f"{exc}") from None
     registry = _registry()
     if env_id not in registry:
         ale = _register_ale()

@@ -109,6 +109,57 @@ def test_a_killed_worker_and_a_killed_shard_do_not_stop_the_run(ray_executor):
     assert driver.workers[0].incarnation == 1 and driver.shards[1].incarnation == 1
 
 
+def test_a_worker_whose_environment_raises_is_restarted_on_ray(ray_executor, tmp_path):
+    """A worker's environment raises (in the Ray actor's process): the worker is reported by name with the
+    error, restarted with the weights, and the run goes on with the ledger balanced."""
+    import yaml
+
+    from harness.testing.faulty_envs import CRASH_MESSAGE
+
+    config = yaml.safe_load(APEX_CARTPOLE.read_text())
+    config["env"] = {"id": "harness.testing.faulty_envs:CrashingCartPole-v1", "num_envs": 1,
+                     "kwargs": {"crash_after": 600, "marker": str(tmp_path / "crashed")}}
+    stream = io.StringIO()
+    driver = ApexDriver(config, ray_executor, workers=2, shards=2, stream=stream)
+    try:
+        stats = driver.run(num_steps=2500)
+        updates_at_crash = driver.total_updates
+        driver.run(num_steps=500)
+        _check_ledger(driver)
+    finally:
+        driver.close()
+    assert (tmp_path / "crashed").exists() and stats.steps >= 2500
+    failure, = driver.worker_failures
+    assert CRASH_MESSAGE in failure["error"] and failure["name"] in ("worker-0", "worker-1"), failure
+    restarted = driver.workers[int(failure["name"][-1])]
+    assert restarted.incarnation == 1
+    assert f"worker {failure['name']!r} failed at env step" in stream.getvalue()
+    assert driver.total_updates > updates_at_crash, "the learner stopped after the crash"
+
+
+def test_a_dead_shard_comes_back_from_its_snapshot_on_ray(ray_executor, tmp_path):
+    """shard-0 killed after a snapshot: reported by name, back from its snapshot in the shard actor's new process,
+    the ledger balanced (what it held after the snapshot counted lost)."""
+    import yaml
+
+    config = yaml.safe_load(APEX_CARTPOLE.read_text())
+    config["apex"]["snapshot_every"] = 500
+    stream = io.StringIO()
+    driver = ApexDriver(config, ray_executor, workers=2, shards=2, snapshot_dir=str(tmp_path), stream=stream)
+    try:
+        driver.run(num_steps=1500)
+        ray_executor.kill(driver.shards[0])
+        driver.run(num_steps=1000)
+        ledger = _check_ledger(driver)
+    finally:
+        driver.close()
+    failure, = driver.shard_failures
+    assert failure["name"] == "shard-0" and failure["restored"] > 0, failure
+    assert ledger["lost"] == failure["lost"] >= 0 and ledger["shards"][0]["deaths"] == 1, ledger
+    assert "replay shard 'shard-0' died" in stream.getvalue() and "from its snapshot" in stream.getvalue()
+    assert driver.shards[0].incarnation == 1 and (tmp_path / "shard-0.npz").exists()
+
+
 def test_ray_processes_are_gone_after_a_failing_test(tmp_path):
     """The fixture shuts Ray down when the test using it fails: nothing of its session is left."""
     import subprocess

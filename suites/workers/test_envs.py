@@ -24,6 +24,22 @@ def test_make_env_names_an_unknown_id_and_its_close_matches():
         make_env("ALE/Pong-v5", atari="yes")
 
 
+def test_make_env_imports_the_module_of_a_module_qualified_id(tmp_path):
+    """``module:Id`` makes a user's environment in a fresh process (a Ray actor's, a TF task's) that never
+    imported the module; a module that does not import is named."""
+    import subprocess
+    import sys
+
+    code = ("import gymnasium; from reference_agents.workers import make_env; "
+            "assert 'CrashingCartPole-v1' not in gymnasium.registry; "
+            f"env = make_env('harness.testing.faulty_envs:CrashingCartPole-v1', crash_after=3, "
+            f"marker={str(tmp_path / 'm')!r}); env.reset(seed=0); print(type(env.unwrapped).__name__)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "CartPoleEnv", run.stderr[-2000:]
+    with pytest.raises(ValueError, match=r"names the module 'no_such_module_xyz', which does not import"):
+        make_env("no_such_module_xyz:Thing-v0")
+
+
 def test_make_env_registers_ale_ids_and_passes_kwargs():
     env = make_env("ALE/Pong-v5", frameskip=2)
     assert env.spec.id == "ALE/Pong-v5" and env.unwrapped._frameskip == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 import traceback
 from typing import Any, Callable, Sequence
@@ -48,13 +49,21 @@ class _ActorHost:
 _RemoteHost = ray.remote(_ActorHost)
 
 
+#: Terminal colour codes Ray puts in its error texts.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def _failure(name: str, method: str, exc: BaseException) -> ActorFailure:
+    """An `ActorFailure` whose detail starts, as the in-process executor's does, with the actor's own error
+    (``Type: message``), then Ray's text with the remote traceback (colour codes removed)."""
+    text = _ANSI.sub("", str(exc))
     if isinstance(exc, ray.exceptions.RayActorError):
-        return ActorFailure(name, method, True, f"{type(exc).__name__}: {exc}")
+        return ActorFailure(name, method, True, f"{type(exc).__name__}: {text}")
     if isinstance(exc, ray.exceptions.RayTaskError):
         cause = getattr(exc, "cause", None)
-        return ActorFailure(name, method, False, f"{type(cause).__name__ if cause else 'error'}: {exc}")
-    return ActorFailure(name, method, True, f"{type(exc).__name__}: {exc}")
+        head = f"{type(cause).__name__}: {cause}" if cause is not None else "error"
+        return ActorFailure(name, method, False, f"{head}\n{text}")
+    return ActorFailure(name, method, True, f"{type(exc).__name__}: {text}")
 
 
 class _RayFuture(Future):

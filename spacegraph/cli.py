@@ -138,6 +138,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0; got {text!r}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -263,6 +273,14 @@ def _train_summary(trainer, source: str) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
+def cmd_actor(args: argparse.Namespace) -> int:
+    """`spacegraph actor`: a remote actor of a central-inference learner (`run_remote_actor`)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from harness.execution.grpc_stream import run_remote_actor
+
+    return run_remote_actor(args.address, args.index, args.reconnect_seconds)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     import time
 
@@ -292,9 +310,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         return cmd_train_impala(args, options, fail, _train_summary, resolve_config, describe_config,
                                 DEFAULT_TRAIN_STEPS)
     if (args.executor in ("tf-dist", "seed") or args.actors is not None or args.cluster_spec is not None
-            or args.publish_every is not None):
-        return fail("--executor tf-dist/seed, --actors, --cluster-spec and --publish-every are for IMPALA configs "
-                    "(agent: impala; Ape-X publishes every apex.publish_every learner updates)")
+            or args.publish_every is not None or args.serve is not None):
+        return fail("--executor tf-dist/seed, --actors, --cluster-spec, --serve and --publish-every are for IMPALA "
+                    "configs (agent: impala; Ape-X publishes every apex.publish_every learner updates)")
     if wants_apex(args, config_path):
         return cmd_train_apex(args, options, fail, _train_summary, resolve_config, DEFAULT_TRAIN_STEPS)
     if args.workers is not None or args.shards is not None or args.address is not None:
@@ -471,9 +489,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--shards", type=_positive_int, help="Ape-X prioritized replay shards (apex.shards)")
     train.add_argument("--address", help="join the Ray cluster at ADDR (host:port or auto) instead of starting "
                                          "one on 127.0.0.1")
+    train.add_argument("--serve", metavar="HOST:PORT", help="IMPALA on --executor seed: start no actors; serve the "
+                                                            "gRPC stream at HOST:PORT for --actors N actors started "
+                                                            "elsewhere with `spacegraph actor --address HOST:PORT "
+                                                            "--index I` (they reconnect to a learner restarted there "
+                                                            "with --resume)")
     train.add_argument("--verbose", dest="verbose_logs", action="store_true", default=argparse.SUPPRESS,
                       help=verbose_help)
     train.set_defaults(fn=cmd_train)
+
+    actor = sub.add_parser("actor", help="an actor of a central-inference learner started with --serve",
+                           description="Joins the learner serving at --address (spacegraph train ... --executor seed "
+                                       "--serve HOST:PORT) as actor --index, steps the environments it names and "
+                                       "sends every step to it. When the learner goes away the actor reconnects "
+                                       "for up to --reconnect-seconds (a learner resumed on that address takes it "
+                                       "back); it leaves when the learner ends its run. Exit status: 0 run ended, "
+                                       "1 no learner, 2 refused.")
+    actor.add_argument("--address", required=True, metavar="HOST:PORT", help="the learner's --serve address")
+    actor.add_argument("--index", required=True, type=_non_negative_int, help="this actor's index, 0 to N-1")
+    actor.add_argument("--reconnect-seconds", type=_positive_float, default=120.0,
+                       help="how long to wait for a learner (at start and after losing it; default 120)")
+    actor.set_defaults(fn=cmd_actor)
 
     build = sub.add_parser("build", help="build a component and print its API table (and phase times)")
     build.add_argument("target", help="a class path (package.module.Class) or a YAML file with class/config/input_spaces")

@@ -1,7 +1,9 @@
 """``spacegraph train`` for IMPALA: one process (``--executor local``, the default), distributed TensorFlow
 (``--executor tf-dist --actors N [--cluster-spec FILE]``), Ray (``--executor ray --workers N [--address
-ADDR]``) or central inference (``--executor seed --actors N``: actor processes on a gRPC stream to the learner, or
-Ray actors with ``--address``), and ``--resume`` of any of them (the checkpoint holds the learner; actors start afresh)."""
+ADDR]``) or central inference (``--executor seed --actors N``: actor processes on a gRPC stream to the
+learner, actors started elsewhere with ``--serve HOST:PORT`` and ``spacegraph actor``, or Ray actors with
+``--address``), and ``--resume`` of any of them (the checkpoint holds the learner; actors start afresh,
+and actors started elsewhere reconnect to a learner resumed on the same ``--serve`` address)."""
 
 from __future__ import annotations
 
@@ -46,9 +48,22 @@ def wants_impala(args: argparse.Namespace, config_path: str | None) -> bool:
         return False
 
 
+def parse_serve(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` of ``--serve`` as ``(host, port)``.
+
+    Raises:
+        ValueError: naming the flag, what was expected and what came.
+    """
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--serve: expected HOST:PORT with a port in 1-65535 (e.g. 127.0.0.1:50051); got {text!r}")
+    return host, int(port)
+
+
 def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: str | None,
-                   publish_every: int) -> Callable[[Any], Any] | None:
-    """``fn(agent) -> worker`` for ``kind`` (None: the one-process `VectorEnvWorker`)."""
+                   publish_every: int, serve: tuple[str, int] | None = None) -> Callable[[Any], Any] | None:
+    """``fn(agent) -> worker`` for ``kind`` (None: the one-process `VectorEnvWorker`); ``serve``: central
+    inference serving actors started elsewhere at ``(host, port)``."""
     if kind == "local":
         return None
     from reference_agents.training.actor_learner import ActorLearnerWorker, actor_learner_queues
@@ -63,6 +78,8 @@ def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: st
                 return RayActorLearnerExecutor(actors, queues, {}, address=address)
             from harness.execution.grpc_stream import GrpcActorLearnerExecutor
 
+            if serve is not None:
+                return GrpcActorLearnerExecutor(actors, queues, {}, host=serve[0], port=serve[1], spawn=False)
             return GrpcActorLearnerExecutor(actors, queues, {})
 
         return lambda agent: CentralInferenceWorker(agent, make_queues, actors)
@@ -103,8 +120,16 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
         return fail("--address joins a Ray cluster: give --executor ray (or seed)")
     if args.cluster_spec is not None and kind != "tf-dist":
         return fail("--cluster-spec is for --executor tf-dist")
+    serve = None
+    if args.serve is not None:
+        if kind != "seed" or args.address is not None:
+            return fail("--serve is for --executor seed over gRPC (without --address)")
+        try:
+            serve = parse_serve(args.serve)
+        except ValueError as exc:
+            return fail(str(exc))
     actors = (args.actors if kind in ("tf-dist", "seed") else args.workers) or 2
-    factory = worker_factory(kind, actors, args.address, args.cluster_spec, args.publish_every or 1)
+    factory = worker_factory(kind, actors, args.address, args.cluster_spec, args.publish_every or 1, serve)
     trainer = None
     try:
         if args.resume is not None:
@@ -134,6 +159,9 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
                 "one learner"
             print(f"spacegraph train: IMPALA on the {kind} executor: {trainer.worker.executor.num_actors} actors "
                   f"({where}), {what}", file=sys.stderr)
+            if serve is not None:
+                print(f"spacegraph train: waiting for actors started elsewhere: spacegraph actor --address "
+                      f"{ex.address} --index I (I = 0 to {actors - 1})", file=sys.stderr, flush=True)
     except (ConfigError, ValueError, RuntimeError) as exc:
         if trainer is not None:
             trainer.worker.close()

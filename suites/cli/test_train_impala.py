@@ -49,6 +49,9 @@ def test_train_and_resume_an_impala_config_in_one_process(tmp_path, capsys):
     (["--executor", "tf-dist", "--workers", "2"], "takes --actors N"),
     (["--executor", "ray", "--actors", "2"], "takes --workers N"),
     (["--executor", "tf-dist", "--address", "auto"], "--address joins a Ray cluster"),
+    (["--executor", "tf-dist", "--serve", "127.0.0.1:5000"], "--serve is for --executor seed over gRPC"),
+    (["--executor", "seed", "--serve", "localhost"], "--serve: expected HOST:PORT with a port in 1-65535"),
+    (["--executor", "seed", "--serve", "127.0.0.1:70000"], "got '127.0.0.1:70000'"),
 ])
 def test_flags_that_do_not_fit_impala_are_refused(tmp_path, capsys, flags, message):
     assert main(["train", write_config(str(tmp_path)), "--out", str(tmp_path / "r"), *flags]) == 2
@@ -56,7 +59,8 @@ def test_flags_that_do_not_fit_impala_are_refused(tmp_path, capsys, flags, messa
 
 
 @pytest.mark.parametrize("args", [["dqn_cartpole", "--executor", "tf-dist"],
-                                  ["apex_cartpole", "--executor", "local", "--publish-every", "5"]])
+                                  ["apex_cartpole", "--executor", "local", "--publish-every", "5"],
+                                  ["dqn_cartpole", "--serve", "127.0.0.1:5000"]])
 def test_impala_flags_on_a_dqn_or_apex_config_are_refused(tmp_path, capsys, args):
     assert main(["train", *args, "--out", str(tmp_path / "r")]) == 2
     assert "are for IMPALA configs" in capsys.readouterr().err

@@ -18,11 +18,10 @@ import math
 import random
 import sys
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from harness.testing.mutation import Mutant, Outcome, mutants, outcomes_json, run_mutant, timed
+from harness.testing.mutation import Outcome, mutants, outcomes_json, run_mutant, timed
 
 
 def _beta_ppf(q: float, a: float, b: float) -> float:

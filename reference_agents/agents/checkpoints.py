@@ -146,7 +146,7 @@ class CheckpointMixin:
             self._accumulators[int(env)] = restored
 
     @classmethod
-    def load_checkpoint(cls, directory: str, backend: str | None = None) -> "DQNAgent":
+    def load_checkpoint(cls, directory: str, backend: str | None = None) -> "CheckpointMixin":
         """A new agent built from the config saved in ``directory`` (on ``backend`` or the saved one), restored."""
         try:
             with np.load(os.path.join(directory, CHECKPOINT_STATE), allow_pickle=False) as data:

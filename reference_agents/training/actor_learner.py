@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-import os
 import queue
 import sys
 import threading

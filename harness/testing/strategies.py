@@ -206,7 +206,12 @@ def _float_per_element(draw: Any, shape: tuple[int, ...], dtype: np.dtype, lo_f:
 
 @_values.register(Dict)
 def _dict_values(space: Dict, sizes: dict[str, int | None], float_limit: float) -> st.SearchStrategy:
-    return st.fixed_dictionaries({k: _space_values(s, sizes["B"], sizes["T"], float_limit) for k, s in space.items()})
+    """Dicts whose keys come in a drawn order, not the space's sorted one: code that reads a value dict by
+    position instead of by key (a flatten over ``value.items()``) fails on them."""
+    leaves = {k: _space_values(s, sizes["B"], sizes["T"], float_limit) for k, s in space.items()}
+    if len(leaves) < 2:
+        return st.fixed_dictionaries(leaves)
+    return st.permutations(list(leaves)).flatmap(lambda order: st.fixed_dictionaries({k: leaves[k] for k in order}))
 
 
 @_values.register(Tuple)

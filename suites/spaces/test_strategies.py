@@ -196,3 +196,26 @@ def test_from_space_draws_no_subnormal_floats(data):
     value = data.draw(from_space(space, batch_size=4))
     tiny = np.finfo(space.dtype).tiny
     assert not np.any((value != 0) & (np.abs(value) < tiny)), value
+
+
+# ---- Dict values: keys in a drawn order --------------------------------------------------------
+
+
+def test_dict_values_come_with_their_keys_out_of_sorted_order():
+    space = Dict({"a": FloatBox(shape=(1,)), "b": IntBox(3), "c": BoolBox()})
+    reaches(from_space(space), lambda v: list(v) != sorted(v))
+    reaches(from_space(space), lambda v: list(v) == sorted(v))
+    assert all(sorted(v) == ["a", "b", "c"] for v in [shrunk(from_space(space))])
+
+
+def test_a_flatten_that_reads_a_dict_by_position_is_caught():
+    """Planted bug: pairing the space's keys with a value's entries by position. With values always in sorted
+    key order (what `st.fixed_dictionaries` over the space gave before) no example could show it."""
+    space = Dict({"x": FloatBox(low=0.0, high=1.0), "y": FloatBox(low=2.0, high=3.0)})
+
+    def by_position(value):
+        return dict(zip(space.keys(), value.values()))
+
+    bad = find(from_space(space), lambda v: by_position(v) != {k: v[k] for k in space.keys()}, settings=SEARCH)
+    assert list(bad) == ["y", "x"]
+    assert all(by_position(v) == v for v in [dict(sorted(bad.items()))])

@@ -243,13 +243,13 @@ def markdown(result: dict[str, Any]) -> str:
         "## Reproduce",
         "",
         "```",
-        "python3 -m venv /work/venv-peers && /work/venv-peers/bin/pip install -e '.[tf,torch]' 'ray[rllib]==2.60.*'",
-        f"PYTHONPATH=. /work/venv-peers/bin/python -m spacegraph.reports.frame_replay_peers --capacity "
+        "python3 -m venv ../venv-peers && ../venv-peers/bin/pip install -e '.[tf,torch,peers]'",
+        f"../venv-peers/bin/python -m spacegraph.reports.frame_replay_peers --capacity "
         f"{cfg['capacity']} --seconds {cfg['seconds']:g} --rounds {cfg['rounds']}"
         + (" --full-process" if result.get("full_process") else "")
         + (f" --build-runs {cfg['build_runs']}" if cfg.get("build_runs") else ""),
         *(["# this run: the in-process part only, the subprocess sections kept from the previous result",
-           f"PYTHONPATH=. /work/venv-peers/bin/python -m spacegraph.reports.frame_replay_peers "
+           f"../venv-peers/bin/python -m spacegraph.reports.frame_replay_peers "
            f"--keep-subprocesses reports/{STEM}.json"]
           if env.get("subprocess_sections", {}).get("kept") else []),
         "```",

@@ -211,12 +211,14 @@ def side_curve_ours(env: str, actors: int, seconds: float) -> dict[str, Any]:
 
     agent = build_agent(ENVS[env][0], backend="torch")
     worker = ActorLearnerWorker(agent, _executor_factory("tf-dist", actors))
-    curve = []
+    curve, next_point = [], 0.0
     try:
         while time.perf_counter() - start < seconds:
             worker.run(num_steps=agent.config.rollout.length * agent.config.env.num_envs * 4)
-            if worker.episodes:
-                curve.append((time.perf_counter() - start, worker.mean_return(100), worker.total_steps))
+            now = time.perf_counter() - start
+            if worker.episodes and now >= next_point:   # a point per half second (RLlib's: one per iteration)
+                curve.append((now, worker.mean_return(100), worker.total_steps))
+                next_point = now + 0.5
     finally:
         worker.close()
     return {"curve": curve}

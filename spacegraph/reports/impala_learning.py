@@ -87,18 +87,19 @@ def side_rllib(seconds: float, actors: int, every: float, log: PointLog, executo
 
     try:
         algo, frames_per_step = rllib_impala("pong", actors)
-        next_point, episodes, steps = start + every, 0, 0.0
+        next_point, episodes, steps, last_return = start + every, 0, 0.0, math.nan
         while time.perf_counter() - start < seconds:
             result = algo.train()
             runners = result.get("env_runners", {})
             steps = float(result.get("num_env_steps_sampled_lifetime",
                                      runners.get("num_env_steps_sampled_lifetime", steps)))
             episodes = int(runners.get("num_episodes_lifetime", episodes))
+            ret = runners.get("episode_return_mean")
+            if ret is not None and ret == ret:   # NaN in iterations whose results carry no finished episode
+                last_return = float(ret)
             if time.perf_counter() >= next_point:
                 next_point += every
-                ret = runners.get("episode_return_mean")
-                log.add(time.perf_counter() - start, steps * frames_per_step,
-                        math.nan if ret is None else float(ret), episodes)
+                log.add(time.perf_counter() - start, steps * frames_per_step, last_return, episodes)
         algo.stop()
         return {"frames": steps * frames_per_step, "episodes": episodes}
     finally:
@@ -229,6 +230,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--out-dir", default=str(REPORT_DIR))
     parser.add_argument("--note", action="append", default=[], help="a note for the report (repeatable)")
     parser.add_argument("--rewrite", metavar="JSON", help="only rewrite the Markdown and PNG from a result JSON")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the sides of the report in --out-dir that this run does not measure")
     parser.add_argument("--child", choices=sorted(SIDES), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     out = Path(args.out_dir)
@@ -249,8 +252,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         result = {"date": time.strftime("%Y-%m-%d"), "machine": describe(facts()), "commit": commit,
                   "minutes": args.minutes, "actors": args.actors, "executor": args.executor, "every_s": args.every,
                   "sides": {}, "notes": list(args.note)}
+        previous = out / f"{NAME}.json"
+        if args.update and previous.exists():   # the sides this run measures replace those of the last one
+            kept = json.loads(previous.read_text())
+            settings = ("minutes", "actors", "executor")
+            if any(kept.get(k) != result[k] for k in settings):
+                parser.error(f"--update: {previous} was measured with "
+                             f"{ {k: kept.get(k) for k in settings} }, this run with { {k: result[k] for k in settings} }")
+            kept["notes"] = [*kept.get("notes", []), *args.note]
+            result = kept
         for side in args.sides.split(","):
             result["sides"][side] = run_side(side, args)
+            result["sides"][side]["measured"] = {"date": time.strftime("%Y-%m-%d"), "commit": commit}
             print(side, {k: v for k, v in result["sides"][side].items() if k != "points"},
                   f"{len(result['sides'][side]['points'])} points", flush=True)
             (out / f"impala_learning_{side}.jsonl").unlink(missing_ok=True)   # now in the JSON

@@ -163,19 +163,21 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {name} | ({data.get('error', 'not run')}) |")
             continue
         lines.append(f"| {name} | " + " | ".join(_fmt_return(at(data["points"], m * 60)) for m in minutes) + " |")
-    lines += ["", "| side | env frames | frames/s | episodes | best return (100 ep.) | machine CPU | error |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "| side | env frames | frames/s | episodes | best return (100 ep.) | machine CPU | measured | error |",
+              "|---|---|---|---|---|---|---|---|"]
     for side in ("ours", "rllib"):
         data = sides.get(side, {})
         points = data.get("points", [])
+        measured = data.get("measured", {"date": result["date"], "commit": result["commit"]})
+        when = f"{measured['date']}, {measured['commit']}"
         if not points:
-            lines.append(f"| {side} | - | - | - | - | - | {data.get('error', 'not run')} |")
+            lines.append(f"| {side} | - | - | - | - | - | {when} | {data.get('error', 'not run')} |")
             continue
         last = points[-1]
         best = max((p["mean_return_100"] for p in points if p["mean_return_100"] is not None), default=None)
         cpu = sum(p["cpu_utilisation"] for p in points) / len(points)
         lines.append(f"| {side} | {last['frames']:,.0f} | {last['frames'] / max(last['seconds'], 1e-9):,.0f} | "
-                     f"{last['episodes']:,} | {'-' if best is None else f'{best:.1f}'} | {cpu:.0%} | "
+                     f"{last['episodes']:,} | {'-' if best is None else f'{best:.1f}'} | {cpu:.0%} | {when} | "
                      f"{data.get('error', '')} |")
     lines += ["", "![return against frames and wall time](impala_pong_learning.png)", "",
               "Published, other hardware: the RLgraph paper's Fig. 9 compares IMPALA *throughput* with "

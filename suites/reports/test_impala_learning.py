@@ -25,8 +25,8 @@ def test_the_table_reads_each_curve_at_its_minutes_and_stops_at_the_run_length()
     assert "| minutes | 1 | 2 | 5 |" in text, "minutes past the run's 5 are left out"
     assert "| ours: return (frames) | -20.5 (0.20M) | -19.2 (0.40M) | -15.0 (0.90M) |" in text
     assert "| RLlib: return (frames) | (Ray did not start) |" in text
-    assert "| ours | 900,000 | 3,103 | 10 | -15.0 | 90% |  |" in text
-    assert "| rllib | - | - | - | - | - | Ray did not start |" in text
+    assert "| ours | 900,000 | 3,103 | 10 | -15.0 | 90% | 2026-11-25, abc1234 |  |" in text
+    assert "| rllib | - | - | - | - | - | 2026-11-25, abc1234 | Ray did not start |" in text
 
 
 def test_at_is_the_last_point_at_or_before_a_time():

@@ -137,10 +137,11 @@ def rllib_pong(env_config: dict) -> Any:
     return wrap_atari_for_new_api_stack(gym.make("ALE/Pong-v5", frameskip=1), dim=84, frameskip=4, framestack=4)
 
 
-def rllib_impala(env: str, actors: int) -> tuple[Any, int]:
+def rllib_impala(env: str, actors: int, on_episode_end: Any = None) -> tuple[Any, int]:
     """RLlib 2.60's IMPALA for ``env`` (new API stack, PyTorch, local learner) with ``num_env_runners=actors``
     and the rollout length, envs per runner, train batch and learning rate of our config, in a Ray instance
-    it starts on 127.0.0.1 (the caller calls ``ray.shutdown()``); ``(algo, env frames per env step)``."""
+    it starts on 127.0.0.1 (the caller calls ``ray.shutdown()``); ``(algo, env frames per env step)``.
+    ``on_episode_end``: an RLlib callback run in the env runners at each episode's end (picklable)."""
     from spacegraph.reports.rllib import import_rllib_safely
 
     import_rllib_safely()
@@ -165,6 +166,8 @@ def rllib_impala(env: str, actors: int) -> tuple[Any, int]:
               .reporting(min_time_s_per_iteration=1)  # (default 10 s: too coarse for these windows)
               .training(lr=cfg.optimizer.learning_rate, train_batch_size_per_learner=(
                   cfg.rollout.length * cfg.env.num_envs * cfg.rollout.batch_size)))
+    if on_episode_end is not None:
+        config = config.callbacks(on_episode_end=on_episode_end)
     return config.build_algo(), frames_per_step
 
 

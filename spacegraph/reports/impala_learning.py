@@ -35,7 +35,7 @@ from spacegraph.reports.impala_throughput import THREADS, _executor_factory, cpu
 REPORT_DIR = Path(__file__).resolve().parents[2] / "reports"
 NAME = "impala_pong_learning"
 #: Times (minutes) the Markdown table reads the curves at; those past the run's length are left out.
-TABLE_MINUTES = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120)
+TABLE_MINUTES = (1, 2, 5, 10, 15, 20, 30, 40, 60, 90, 120)
 
 
 class PointLog:

@@ -166,8 +166,8 @@ class RayActorExecutor(ActorExecutor):
                 kwargs["address"] = address
             os.environ.setdefault("RAY_AUTH_MODE", "disabled")
             try:
-                ray.init(**kwargs)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
+                _init_with_retries(kwargs, attempts=3 if address is None else 1)
+            except (ConnectionError, RuntimeError, ValueError, _StartupTimeout) as exc:
                 where = f"the Ray cluster at {address!r}" if address else "a local Ray instance"
                 raise RuntimeError(f"RayActorExecutor: cannot start or join {where}: {exc}") from exc
         self.session_dir = _session_dir()
@@ -243,6 +243,51 @@ class RayActorExecutor(ActorExecutor):
         self._handles.clear()
         if self._owns and ray.is_initialized():
             ray.shutdown()
+
+
+class _StartupTimeout(Exception):
+    """Ray's node did not come up in time (Ray raises a bare ``Exception`` for it)."""
+
+
+def _own_sessions() -> set[str]:
+    """The session folders of local Ray instances this process started (Ray names them ``session_*_<pid>``)."""
+    import glob
+    import tempfile
+
+    root = os.path.join(os.environ.get("RAY_TMPDIR", tempfile.gettempdir()), "ray")
+    return set(glob.glob(os.path.join(root, f"session_*_{os.getpid()}")))
+
+
+def _init_with_retries(kwargs: dict[str, Any], attempts: int) -> None:
+    """``ray.init(**kwargs)``, tried again (up to ``attempts`` times) when the local node times out during
+    start-up, which Ray allows 30 s and a loaded 2-core machine sometimes needs more for; the processes of
+    the node that did not come up are killed first (only this process's sessions: another process's Ray
+    instance on the machine is left alone)."""
+    import signal
+
+    for attempt in range(attempts):
+        before = _own_sessions()
+        try:
+            ray.init(**kwargs)
+            return
+        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for a node that did not start
+            if "timed out during startup" not in str(exc):
+                raise
+            failed = exc
+        try:
+            ray.shutdown()
+        except Exception:  # noqa: BLE001 - nothing was fully started
+            pass
+        for session in _own_sessions() - before:
+            for pid in ray_session_processes(session):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            wait_session_gone(session, timeout=10.0)
+        if attempt + 1 < attempts:
+            time.sleep(2.0 * (attempt + 1))
+    raise _StartupTimeout(f"the local Ray node did not start in {attempts} tries: {failed}")
 
 
 def _session_dir() -> str:

@@ -223,7 +223,6 @@ class GrpcActorLearnerExecutor(ProcessActorsMixin):
         self.address = f"{host}:{self.port}"
         self._server.start()
         self._actors = None
-        self._closed = False
 
     def _hello(self, index: Any, incarnation: Any) -> tuple:
         """A remote actor's greeting: what it runs (the queue specs, the body and its arguments, the env)."""
@@ -231,9 +230,8 @@ class GrpcActorLearnerExecutor(ProcessActorsMixin):
             raise ValueError(f"actor index must be an int in [0, {self.num_actors}); got {index!r}")
         if self.spawn:
             raise ValueError("this learner spawns its own actors; it takes none from elsewhere")
-        while not self._body_set.wait(0.5):
-            if self._closed:
-                raise QueueClosed("the learner is shutting down")
+        while not self._closed and not self._body_set.wait(0.5):
+            pass                     # the learner has not started its actors' body yet
         if self._closed:
             raise QueueClosed("the learner is shutting down")
         with self._connected_lock:

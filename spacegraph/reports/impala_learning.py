@@ -180,7 +180,8 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {name} | ({data.get('error', 'not run')}) |")
             continue
         lines.append(f"| {name} | " + " | ".join(_fmt_return(at(data["points"], m * 60)) for m in minutes) + " |")
-    lines += ["", "| side | env frames | frames/s | episodes | best return (100 ep.) | machine CPU | measured | error |",
+    lines += ["", "| side | env frames | frames/s | episodes | best return (100 ep.) | machine CPU | measured | "
+                  "error |",
               "|---|---|---|---|---|---|---|---|"]
     for side in ("ours", "rllib"):
         data = sides.get(side, {})
@@ -276,8 +277,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
             kept = json.loads(previous.read_text())
             settings = ("minutes", "actors", "executor")
             if any(kept.get(k) != result[k] for k in settings):
-                parser.error(f"--update: {previous} was measured with "
-                             f"{ {k: kept.get(k) for k in settings} }, this run with { {k: result[k] for k in settings} }")
+                was, now = {k: kept.get(k) for k in settings}, {k: result[k] for k in settings}
+                parser.error(f"--update: {previous} was measured with {was}, this run with {now}")
             kept["notes"] = [*kept.get("notes", []), *args.note]
             result = kept
         for side in args.sides.split(","):

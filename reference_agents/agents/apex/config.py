@@ -8,11 +8,12 @@
            throttle: true}
 
 The DQN sections mean what they mean for `DQNAgent`; ``memory`` describes the replay *all shards
-together* hold: ``capacity`` (and ``frame_capacity``) are split over the shards; ``type: frames`` makes each
-shard a host-side frame store (``form: graph`` is refused: a shard is a host-side actor) with the section's
-``compression`` and ``match_window``; ``type: prioritized``, or frames with ``prioritized: true``, make the
-shards sample by priority, ``type: replay`` or ``prioritized: false`` uniformly. A plain DQN config (``agent: dqn``) is also an Ape-X config, with the ``apex`` defaults:
-the same file runs locally with `DQNAgent` and distributed with `ApexDriver`.
+together* hold: ``capacity`` (and ``frame_capacity``) are split over the shards; ``type: frames`` makes
+each shard a host-side frame store (``form: graph`` is refused: a shard is a host-side actor) with the
+section's ``compression`` and ``match_window``; ``type: prioritized``, or frames with ``prioritized: true``,
+make the shards sample by priority, ``type: replay`` or ``prioritized: false`` uniformly. A plain DQN
+config (``agent: dqn``) is also an Ape-X config, with the ``apex`` defaults: the same file runs locally
+with `DQNAgent` and distributed with `ApexDriver`.
 """
 
 from __future__ import annotations

@@ -173,6 +173,16 @@ class Ops(Protocol):
         output pixel. Both backends take and return NHWC (PyTorch permutes inside the op).
         """
 
+    def max_pool2d(self, x: Tensor, pool_size: tuple[int, int] = (2, 2), strides: tuple[int, int] = (2, 2),
+                   padding: str = "valid") -> Tensor:
+        """The maximum over each ``(ph, pw)`` window of NHWC ``x`` ``[N,H,W,C]``, per channel -> ``[N,H',W',C]``.
+
+        ``strides`` = ``(sh, sw)``. ``padding`` "valid": none, ``H' = (H - ph) // sh + 1``; "same":
+        TensorFlow's SAME (`same_padding`: ``H' = ceil(H / sh)``, the odd padding row/column at the
+        bottom/right), where padded positions never win (they count as minus infinity). The gradient
+        flows to the element that won each window.
+        """
+
     def scatter_update(self, ref: Any, indices: Tensor, updates: Tensor, unique: bool = False) -> None:
         """Writes ``ref[indices[k]] = updates[k]`` along axis 0 of the backend variable ``ref``, in place.
 

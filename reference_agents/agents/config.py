@@ -59,8 +59,9 @@ class EnvConfig(_Section):
 class NetworkConfig(_Section):
     """The Q-network: a `NeuralNetwork` layer list plus a Q-value layer or a dueling head."""
 
-    layers: list[dict[str, Any]] | Literal["nature"] = Field(
-        description="NeuralNetwork layer dicts, or 'nature' for the Nature DQN stack")
+    layers: list[dict[str, Any]] | Literal["nature", "impala_resnet"] = Field(
+        description="NeuralNetwork layer dicts, or 'nature' for the Nature DQN stack, 'impala_resnet' for "
+                    "IMPALA's deep ResNet")
     dueling: bool = False
 
 

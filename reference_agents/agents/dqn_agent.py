@@ -19,7 +19,7 @@ from reference_agents.agents.staging import StagingMixin
 from reference_agents.components.helpers import NStepAccumulator
 from reference_agents.components.memories import HostFrameReplay
 from reference_agents.components.memories.frame_replay import TRANSITION_SPACE
-from reference_agents.components.nn.network import nature_dqn_layers
+from reference_agents.components.nn.network import preset_layers
 
 __all__ = ["CHECKPOINT_REPLAY", "CHECKPOINT_STATE", "CHECKPOINT_WEIGHTS", "DQNAgent"]
 
@@ -108,7 +108,7 @@ class DQNAgent(StagingMixin, CheckpointMixin):
 
     def _make_graph(self) -> DQNGraph:
         cfg = self.config
-        layers = nature_dqn_layers() if cfg.network.layers == "nature" else cfg.network.layers
+        layers = preset_layers(cfg.network.layers)
         memory = cfg.memory.model_dump()
         if memory["type"] == "replay":
             memory = {"type": "replay", "capacity": memory["capacity"]}

@@ -66,6 +66,49 @@ def conv2d_apply(inputs: dict[str, Any], weights: dict[str, np.ndarray], config:
     return conv2d(inputs["inputs"], weights, config)
 
 
+def max_pool2d(x: np.ndarray, config: dict[str, Any]) -> np.ndarray:
+    """The maximum of each ``pool_size`` window per channel, for NHWC ``x`` with any leading ranks.
+
+    Windows step by ``strides`` (default: the window); SAME padding as TensorFlow documents it,
+    with padded positions at minus infinity so that they never win.
+    """
+    x = np.asarray(x)
+    lead, (h, w, c) = x.shape[:-3], x.shape[-3:]
+    images = x.reshape((-1, h, w, c)).astype(np.float64)
+    ph, pw = _pair(config.get("pool_size", 2))
+    sh, sw = _pair(config["strides"]) if config.get("strides") is not None else (ph, pw)
+    padding = config.get("padding", "valid")
+    h_out, top, bottom = _axis_padding(h, ph, sh, padding)
+    w_out, left, right = _axis_padding(w, pw, sw, padding)
+    padded = np.pad(images, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=-np.inf)
+    out = np.full((images.shape[0], h_out, w_out, c), -np.inf)
+    for a in range(ph):
+        for b in range(pw):
+            out = np.maximum(out, padded[:, a:a + sh * (h_out - 1) + 1:sh, b:b + sw * (w_out - 1) + 1:sw, :])
+    return out.reshape(lead + out.shape[1:]).astype(x.dtype)
+
+
+def max_pool2d_apply(inputs: dict[str, Any], weights: dict[str, np.ndarray], config: dict[str, Any]) -> np.ndarray:
+    """Oracle of `MaxPool2D.apply`."""
+    return max_pool2d(inputs["inputs"], config)
+
+
+def residual_block(x: np.ndarray, weights: dict[str, np.ndarray], config: dict[str, Any],
+                   prefix: str = "") -> np.ndarray:
+    """``x + conv_b(act(conv_a(act(x))))`` with both convolutions linear, stride 1 and 'same', in float64."""
+    x = np.asarray(x)
+    act = ACTIVATIONS[config.get("activation", "relu")]
+    conv = {"kernel_size": config.get("kernel_size", 3), "padding": "same"}
+    hidden = conv2d(act(x.astype(np.float64)), weights, conv, prefix=f"{prefix}conv_a/")
+    return (x + conv2d(act(hidden), weights, conv, prefix=f"{prefix}conv_b/")).astype(x.dtype)
+
+
+def residual_block_apply(inputs: dict[str, Any], weights: dict[str, np.ndarray],
+                         config: dict[str, Any]) -> np.ndarray:
+    """Oracle of `ResidualBlock.apply`."""
+    return residual_block(inputs["inputs"], weights, config)
+
+
 def flatten_apply(inputs: dict[str, Any], weights: dict[str, np.ndarray], config: dict[str, Any]) -> np.ndarray:
     """Oracle of `Flatten.apply` on batch-only values: each row's elements in row-major order."""
     x = np.asarray(inputs["inputs"])
@@ -82,7 +125,8 @@ def network(x: np.ndarray, weights: dict[str, np.ndarray], layers: list[dict[str
     """The layers of a `NeuralNetwork` config applied in order to ``x`` (layer ``i`` at ``{type}_{i}/``)."""
     out = np.asarray(x)
     # The batch (and time) axes: what the first layer does not take as its core (a lone flatten: batch only).
-    lead = out.ndim - {"conv2d": 3, "dense": 1}.get(layers[0]["type"], out.ndim - 1)
+    lead = out.ndim - {"conv2d": 3, "max_pool2d": 3, "residual_block": 3, "dense": 1}.get(layers[0]["type"],
+                                                                                          out.ndim - 1)
     for i, layer in enumerate(layers):
         kind = layer["type"]
         scope = f"{prefix}{layer.get('scope', f'{kind}_{i}')}/"
@@ -90,6 +134,10 @@ def network(x: np.ndarray, weights: dict[str, np.ndarray], layers: list[dict[str
             out = dense(out, weights, layer, prefix=scope)
         elif kind == "conv2d":
             out = conv2d(out, weights, layer, prefix=scope)
+        elif kind == "max_pool2d":
+            out = max_pool2d(out, layer)
+        elif kind == "residual_block":
+            out = residual_block(out, weights, layer, prefix=scope)
         elif kind == "flatten":
             out = out.reshape(out.shape[:lead] + (-1,))
         else:

@@ -204,3 +204,26 @@ def test_config_errors_name_the_key():
         build_agent({**small_config(None), "agent": "a3c"}, backend=BACKENDS[0])
     with pytest.raises(ConfigError, match=r"loss.c_bar"):
         IMPALAAgent(small_config(None, loss={"c_bar": -1.0}), backend=BACKENDS[0])
+
+
+def test_the_impala_resnet_preset_builds_acts_and_learns_on_pong_frames():
+    from reference_agents.components.nn import impala_resnet_layers
+
+    with open(CONFIG.replace("impala_cartpole", "impala_pong")) as fh:
+        cfg = yaml.safe_load(fh)
+    cfg["env"]["num_envs"] = 2
+    cfg["network"] = {"layers": "impala_resnet", "lstm_units": None}
+    cfg["rollout"] = {"length": 3, "batch_size": 1}
+    agent = IMPALAAgent(cfg, backend=BACKENDS[-1], seed=1)
+    torso = {k: v for k, v in agent.get_weights().items() if "/torso/" in f"/{k}"}
+    assert sum(v.size for v in torso.values()) == 1_089_232
+    assert sum(1 for k in torso if "residual_block" in k) == 6 * 4  # 6 blocks: 2 kernels and 2 biases each
+    rollout = collect(agent, rollouts=1)[0]
+    assert rollout["rollout_states"].shape[:2] == (4, 2)
+    before = agent.get_weights()
+    agent.update(rollout)
+    changed = [k for k, v in agent.get_weights().items() if not np.array_equal(v, before[k])]
+    assert any("residual_block_2/conv_a/kernel" in k for k in changed)
+    with pytest.raises(ConfigError, match=r"network.layers"):
+        IMPALAAgent({**cfg, "network": {"layers": "resnet", "lstm_units": None}}, backend=BACKENDS[-1])
+    assert impala_resnet_layers()[2] == {"type": "residual_block", "filters": 16}

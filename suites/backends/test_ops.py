@@ -163,6 +163,41 @@ def _np_conv2d(x: np.ndarray, k: np.ndarray, strides: tuple[int, int], padding: 
     return out if bias is None else out + bias
 
 
+def _np_max_pool2d(x: np.ndarray, pool: tuple[int, int], strides: tuple[int, int], padding: str) -> np.ndarray:
+    """A direct NHWC window maximum; SAME pads with -inf (the odd pad after), so padding never wins."""
+    n, h, w, c = x.shape
+    (ph, pw), (sh, sw) = pool, strides
+    if padding == "same":
+        oh, ow = -(-h // sh), -(-w // sw)
+        th, tw = max((oh - 1) * sh + ph - h, 0), max((ow - 1) * sw + pw - w, 0)
+        x = np.pad(x, ((0, 0), (th // 2, th - th // 2), (tw // 2, tw - tw // 2), (0, 0)), constant_values=-np.inf)
+    else:
+        oh, ow = (h - ph) // sh + 1, (w - pw) // sw + 1
+    out = np.empty((n, oh, ow, c), x.dtype)
+    for i in range(oh):
+        for j in range(ow):
+            out[:, i, j, :] = x[:, i * sh:i * sh + ph, j * sw:j * sw + pw, :].max(axis=(1, 2))
+    return out
+
+
+def _np_max_pool2d_grad(x: np.ndarray, pool: tuple[int, int], strides: tuple[int, int], padding: str) -> np.ndarray:
+    """d sum(max_pool2d(v * x)) / d v at v = 1 for ``v`` of one image's shape: each window's winner gets its x."""
+    n, h, w, c = x.shape
+    (ph, pw), (sh, sw) = pool, strides
+    oh, ow = -(-h // sh), -(-w // sw)
+    top, left = max((oh - 1) * sh + ph - h, 0) // 2, max((ow - 1) * sw + pw - w, 0) // 2
+    grad = np.zeros((h, w, c))
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                r0, c0 = max(i * sh - top, 0), max(j * sw - left, 0)
+                window = x[b, r0:i * sh - top + ph, c0:j * sw - left + pw, :]
+                for ch in range(c):
+                    r, col = np.unravel_index(np.argmax(window[:, :, ch]), window.shape[:2])
+                    grad[r0 + r, c0 + col, ch] += x[b, r0 + r, c0 + col, ch]
+    return grad
+
+
 def _np_scatter(ref: np.ndarray, rows: np.ndarray, updates: np.ndarray) -> np.ndarray:
     out = ref.copy()
     for k, row in enumerate(rows):  # in order: the last repeat wins
@@ -304,6 +339,17 @@ CASES: dict[str, list[Case]] = {
                Case(lambda F, x, k, b: F.conv2d(x, k, (2, 1), "valid", b),
                     lambda x, k, b: _np_conv2d(x, k, (2, 1), "valid", b), (IMG, KERNEL3, BIAS),
                     rtol=1e-4, atol=1e-4, cross_tol=1e-5)],
+    "max_pool2d": [Case(lambda F, x: F.max_pool2d(x), lambda x: _np_max_pool2d(x, (2, 2), (2, 2), "valid"), (IMG,)),
+                   Case(lambda F, x: F.max_pool2d(x, (3, 3), (2, 2), "same"),  # H 7: pads (1, 1); W 6: (0, 1)
+                        lambda x: _np_max_pool2d(x, (3, 3), (2, 2), "same"), (IMG,)),
+                   Case(lambda F, x: F.max_pool2d(x, (2, 3), (1, 2), "same"),  # uneven windows and steps
+                        lambda x: _np_max_pool2d(x, (2, 3), (1, 2), "same"), (-np.abs(IMG),)),
+                   Case(lambda F, x: F.max_pool2d(x, (3, 1), (2, 1), "valid"),
+                        lambda x: _np_max_pool2d(x, (3, 1), (2, 1), "valid"), (IMG,)),
+                   Case(lambda F, v, x: F.gradients(F.reduce_sum(F.max_pool2d(v * x, (3, 3), (2, 2), "same")), [v])[0],
+                        lambda x: _np_max_pool2d_grad(x, (3, 3), (2, 2), "same"), (np.abs(IMG),),
+                        spaces=(_batch(IMG),), var=(IMG.shape[1:], "float32", np.ones(IMG.shape[1:]), True),
+                        gradients=True)],
     "scatter_update": [
         Case(lambda F, v, r, u: F.scatter_update(v, r, u),  # repeats: the last wins
              lambda r, u: _np_scatter(np.zeros((6, 2)), r, u), (ROWS, UPDATES),
@@ -493,6 +539,15 @@ def test_activation_rejects_an_unknown_name(backend: str, backends: list[str]) -
         pytest.skip(f"backend {backend!r} is not selected/installed")
     with pytest.raises(ValueError, match="unknown activation 'swish'"):
         get_backend(backend).ops.activation("swish")
+
+
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+def test_max_pool2d_rejects_an_unknown_padding(backend: str, backends: list[str]) -> None:
+    if backend not in backends:
+        pytest.skip(f"backend {backend!r} is not selected/installed")
+    b = get_backend(backend)
+    with pytest.raises(ValueError, match=r"F.max_pool2d: padding must be one of \('valid', 'same'\); got 'full'"):
+        b.ops.max_pool2d(b.to_tensor(IMG), (2, 2), (2, 2), "full")
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])

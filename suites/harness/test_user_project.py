@@ -160,8 +160,8 @@ def test_the_example_agent_config_trains_with_the_projects_own_layer(project: Pa
                                                   "'reference_agents.components.common' has no 'NoSuch'"),
     ("os.path.join", "layers[0]: key 'type': 'os.path.join' must be a Component subclass; got <function join"),
     ("harness.graph.Component", "layers[0]: key 'type': 'harness.graph.Component' has no 'apply' API method"),
-    ("SoftClip", "layers[0]: key 'type' must be one of ['conv2d', 'dense', 'flatten']; got 'SoftClip' (or the "
-                 "class path of a Component"),
+    ("SoftClip", "layers[0]: key 'type' must be one of ['conv2d', 'dense', 'flatten', 'max_pool2d', "
+                 "'residual_block']; got 'SoftClip' (or the class path of a Component"),
 ])
 def test_a_layer_class_path_that_is_not_a_layer_is_named(kind: str, message: str) -> None:
     from reference_agents.components.nn import NeuralNetwork

@@ -9,8 +9,11 @@ import pytest
 import yaml
 
 from harness.execution.executor import GraphExecutor
+from harness.graph.errors import SpaceMismatchError
 from harness.testing.plugin import selected_backends
-from reference_agents.components.nn import LSTM, Conv2D, DuelingHead, NeuralNetwork, nature_dqn_layers
+from reference_agents.components.nn import (LSTM, Conv2D, DuelingHead, MaxPool2D, NeuralNetwork, ResidualBlock,
+                                           impala_resnet_layers, nature_dqn_layers)
+from reference_agents.components.nn.network import preset_layers
 from reference_agents.components.nn.conv2d import conv_output_size
 from reference_agents.oracles import nn as oracles
 
@@ -69,7 +72,7 @@ def test_conv2d_rejects_bad_arguments(kwargs, message):
     ([], "layers must be a non-empty list"),
     ({"type": "dense"}, "layers must be a non-empty list"),
     ([{"type": "dense", "units": 2}, "flatten"], "layers[1] must be a dict with a 'type' key"),
-    ([{"units": 2}], "layers[0]: key 'type' must be one of ['conv2d', 'dense', 'flatten']; got None"),
+    ([{"units": 2}], "layers[0]: key 'type' must be one of ['conv2d', 'dense', 'flatten', 'max_pool2d', 'residual_block']; got None"),
     ([{"type": "flatten"}, {"type": "lstm", "units": 2}], "layers[1]: key 'type' must be one of"),
     ([{"type": "dense", "units": 2, "filters": 3}], "layers[0] (dense): unknown key 'filters'"),
     ([{"type": "flatten"}, {"type": "conv2d", "filters": 3}], "layers[1] (conv2d): missing key 'kernel_size'"),
@@ -105,6 +108,61 @@ def test_nature_dqn_variables_and_shapes(backend):
         "network/dense_4/kernel": (7 * 7 * 64, 512), "network/dense_4/bias": (512,),
     }
     assert ex.apis["apply"].output_space.to_text() == "float32[B,512]"
+
+
+def test_impala_resnet_layers_match_the_spec_and_are_fresh():
+    spec = yaml.safe_load((SPECS / "nn_network_impala_resnet.yaml").read_text())
+    assert spec["config"]["layers"] == impala_resnet_layers(channels=(4,), blocks=2, units=8)
+    first = impala_resnet_layers()
+    first[0]["filters"] = 1
+    assert impala_resnet_layers()[0]["filters"] == 16
+    assert [layer["type"] for layer in first].count("residual_block") == 6
+    assert preset_layers("impala_resnet") == impala_resnet_layers()
+    assert preset_layers("nature") == nature_dqn_layers()
+    assert preset_layers(first) is first
+    with pytest.raises(ValueError, match=r"layers must be a list of layer dicts or one of \['impala_resnet', "
+                                         r"'nature'\]; got 'resnet'"):
+        preset_layers("resnet")
+
+
+@BACKENDS
+def test_impala_resnet_has_about_a_million_parameters_on_atari_frames(backend):
+    ex = GraphExecutor(NeuralNetwork(impala_resnet_layers()), {"inputs": "float32[B,84,84,4]"}, backend)
+    weights = ex.get_weights()
+    # 84 -> 42 -> 21 -> 11 rows and columns through the three stride-2 'same' poolings.
+    assert weights["network/dense_13/kernel"].shape == (11 * 11 * 32, 256)
+    assert weights["network/residual_block_2/conv_a/kernel"].shape == (3, 3, 16, 16)
+    assert sum(int(np.prod(v.shape)) for v in weights.values()) == 1_089_232
+    out = ex.execute("apply", np.random.default_rng(0).uniform(size=(2, 84, 84, 4)).astype(np.float32))
+    assert out.shape == (2, 256) and (out >= 0).all()
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: MaxPool2D(pool_size=0), "MaxPool2D: pool_size must be a positive int or a pair of positive ints; got 0"),
+    (lambda: MaxPool2D(strides=(2, 2, 1)), "MaxPool2D: strides must be a positive int or a pair"),
+    (lambda: MaxPool2D(padding="full"), "MaxPool2D: padding must be one of ('valid', 'same'); got 'full'"),
+    (lambda: ResidualBlock(0), "ResidualBlock: filters must be a positive int; got 0"),
+    (lambda: ResidualBlock(2, kernel_size=(3,)), "ResidualBlock: kernel_size must be a positive int or a pair"),
+    (lambda: ResidualBlock(2, activation="linear"), "ResidualBlock: activation must be one of ('relu', "),
+    (lambda: ResidualBlock(2, activation=None), "ResidualBlock: activation must be one of"),
+    (lambda: ResidualBlock(2, kernel_initializer="bogus"), "ResidualBlock: kernel_initializer must be"),
+    (lambda: ResidualBlock(2, bias_initializer="bogus"), "ResidualBlock: bias_initializer must be"),
+    (lambda: NeuralNetwork([{"type": "residual_block"}]), "NeuralNetwork: layers[0] (residual_block): missing key "
+                                                          "'filters'"),
+    (lambda: NeuralNetwork([{"type": "max_pool2d", "size": 2}]), "NeuralNetwork: layers[0] (max_pool2d): unknown "
+                                                                 "key 'size'"),
+])
+def test_pooling_and_residual_arguments_are_checked(make, message):
+    with pytest.raises(ValueError) as info:
+        make()
+    assert message in str(info.value)
+
+
+@BACKENDS
+def test_residual_block_refuses_a_channel_count_other_than_its_filters(backend):
+    with pytest.raises(SpaceMismatchError) as info:
+        GraphExecutor(ResidualBlock(4, scope="block"), {"inputs": "float32[B,5,5,3]"}, backend)
+    assert "block" in str(info.value) and "4 channels" in str(info.value) and "float32[B,5,5,3]" in str(info.value)
 
 
 @BACKENDS

@@ -111,6 +111,15 @@ class TFOps:
         return out if bias is None else tf.nn.bias_add(out, bias)  # bias_add: lets oneDNN fuse conv + bias
 
     @staticmethod
+    def max_pool2d(x: Any, pool_size: tuple[int, int] = (2, 2), strides: tuple[int, int] = (2, 2),
+                   padding: str = "valid") -> Any:
+        try:
+            pad = _TF_PADDING[padding]
+        except (KeyError, TypeError):
+            raise ValueError(f"F.max_pool2d: padding must be one of {tuple(_TF_PADDING)}; got {padding!r}") from None
+        return tf.nn.max_pool2d(x, ksize=list(pool_size), strides=list(strides), padding=pad)
+
+    @staticmethod
     def scatter_update(ref: tf.Variable, indices: Any, updates: Any, unique: bool = False) -> None:
         indices = tf.cast(indices, tf.int64)
         updates = tf.cast(updates, ref.dtype)

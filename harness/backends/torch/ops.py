@@ -173,6 +173,22 @@ class TorchOps:
         return out.permute(0, 2, 3, 1)
 
     @staticmethod
+    def max_pool2d(x: Any, pool_size: tuple[int, int] = (2, 2), strides: tuple[int, int] = (2, 2),
+                   padding: str = "valid") -> Any:
+        images = x.permute(0, 3, 1, 2)
+        if padding == "same":
+            # SAME may pad unevenly (the odd row/column bottom/right), which max_pool2d's own symmetric padding
+            # cannot say: pad explicitly with -inf, so that a padded position never wins a window.
+            (_, top, bottom), (_, left, right) = (same_padding(x.shape[1], pool_size[0], strides[0]),
+                                                  same_padding(x.shape[2], pool_size[1], strides[1]))
+            if top or bottom or left or right:
+                images = torch.nn.functional.pad(images, (left, right, top, bottom), value=float("-inf"))
+        elif padding != "valid":
+            raise ValueError(f"F.max_pool2d: padding must be one of ('valid', 'same'); got {padding!r}")
+        out = torch.nn.functional.max_pool2d(images, kernel_size=tuple(pool_size), stride=tuple(strides))
+        return out.permute(0, 2, 3, 1)
+
+    @staticmethod
     def scatter_update(ref: Any, indices: Any, updates: Any, unique: bool = False) -> None:
         if indices.dtype != torch.int64:
             indices = indices.long()

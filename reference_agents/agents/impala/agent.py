@@ -19,7 +19,7 @@ from reference_agents.agents.impala.checkpoints import IMPALACheckpointMixin
 from reference_agents.agents.impala.config import IMPALAConfig, load_impala_config
 from reference_agents.agents.impala.graph import IMPALAGraph
 from reference_agents.agents.impala.rollouts import RolloutBuilder, concat_rollouts
-from reference_agents.components.nn.network import nature_dqn_layers
+from reference_agents.components.nn.network import preset_layers
 
 MODEL_FORMAT = "spacegraph-impala-model"
 
@@ -85,7 +85,7 @@ class IMPALAAgent(IMPALACheckpointMixin):
     # ---- construction ---------------------------------------------------------------------------------
     def _make_graph(self) -> IMPALAGraph:
         cfg = self.config
-        layers = nature_dqn_layers() if cfg.network.layers == "nature" else cfg.network.layers
+        layers = preset_layers(cfg.network.layers)
         try:
             return IMPALAGraph(self.num_actions, layers, self.units, cfg.loss.model_dump(),
                                cfg.optimizer.model_dump(), cfg.preprocessing or None)

@@ -29,8 +29,9 @@ from reference_agents.agents.config import EnvConfig, EvaluationConfig, Executio
 class IMPALANetworkConfig(_Section):
     """The policy: a `NeuralNetwork` torso, optionally an `LSTM`, then logits and value heads."""
 
-    layers: list[dict[str, Any]] | Literal["nature"] = Field(
-        description="NeuralNetwork layer dicts, or 'nature' for the Nature DQN stack")
+    layers: list[dict[str, Any]] | Literal["nature", "impala_resnet"] = Field(
+        description="NeuralNetwork layer dicts, or 'nature' for the Nature DQN stack, 'impala_resnet' for "
+                    "IMPALA's deep ResNet")
     lstm_units: int | None = Field(None, ge=1, description="an LSTM of this size after the torso (None: none)")
 
 

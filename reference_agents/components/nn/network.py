@@ -10,9 +10,12 @@ from harness.graph import Component, api
 from reference_agents.components.common import Dense
 from reference_agents.components.nn.conv2d import Conv2D
 from reference_agents.components.nn.flatten import Flatten
+from reference_agents.components.nn.pooling import MaxPool2D
+from reference_agents.components.nn.residual import ResidualBlock
 
 #: The layer classes a config may name, by their ``type``.
-LAYER_TYPES: dict[str, type[Component]] = {"dense": Dense, "conv2d": Conv2D, "flatten": Flatten}
+LAYER_TYPES: dict[str, type[Component]] = {"dense": Dense, "conv2d": Conv2D, "flatten": Flatten,
+                                           "max_pool2d": MaxPool2D, "residual_block": ResidualBlock}
 
 
 def nature_dqn_layers() -> list[dict[str, Any]]:
@@ -30,6 +33,40 @@ def nature_dqn_layers() -> list[dict[str, Any]]:
         {"type": "flatten"},
         {"type": "dense", "units": 512, "activation": "relu"},
     ]
+
+
+def impala_resnet_layers(channels: tuple[int, ...] = (16, 32, 32), blocks: int = 2,
+                         units: int = 256) -> list[dict[str, Any]]:
+    """The layers of IMPALA's deep ResNet (Espeholt et al., 2018, Fig. 3) as a `NeuralNetwork` config.
+
+    One section per entry of ``channels``: a linear 3x3 'same' convolution to that many
+    channels, a 3x3 max pooling of stride 2 ('same'), then ``blocks`` `ResidualBlock` s;
+    after the sections a flatten and a relu dense layer of ``units``. On ``[B,84,84,4]``
+    frames the sections give ``[B,11,11,32]`` and the defaults hold 1,089,232 parameters
+    (991,488 of them in the dense layer), "a ResNet of about 1M parameters". One departure
+    from the paper's figure: no relu between the last block and the flatten (the dense
+    layer's own relu follows). A fresh list each call.
+    """
+    layers: list[dict[str, Any]] = []
+    for c in channels:
+        layers.append({"type": "conv2d", "filters": int(c), "kernel_size": 3, "padding": "same"})
+        layers.append({"type": "max_pool2d", "pool_size": 3, "strides": 2, "padding": "same"})
+        layers.extend({"type": "residual_block", "filters": int(c)} for _ in range(blocks))
+    return [*layers, {"type": "flatten"}, {"type": "dense", "units": int(units), "activation": "relu"}]
+
+
+#: The layer stacks a config may name instead of listing layers (``layers: nature``).
+PRESETS = {"nature": nature_dqn_layers, "impala_resnet": impala_resnet_layers}
+
+
+def preset_layers(layers: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``layers`` itself, or the stack its preset name (a key of `PRESETS`) stands for."""
+    if isinstance(layers, str):
+        if layers not in PRESETS:
+            raise ValueError(f"NeuralNetwork: layers must be a list of layer dicts or one of {sorted(PRESETS)}; "
+                             f"got {layers!r}")
+        return PRESETS[layers]()
+    return layers
 
 
 def _layer_class(where: str, path: str) -> type[Component]:
@@ -87,13 +124,15 @@ class NeuralNetwork(Component):
 
     Each layer is a dict with a ``type`` (``dense`` for
     `reference_agents.components.common.Dense`, ``conv2d`` for `Conv2D`,
-    ``flatten`` for `Flatten`, or the dotted path of any `Component` class with an ``apply``
+    ``flatten`` for `Flatten`, ``max_pool2d`` for `MaxPool2D`, ``residual_block``
+    for `ResidualBlock`, or the dotted path of any `Component` class with an ``apply``
     API method, e.g. ``my_components.SoftClip``) and that class's constructor arguments, e.g.
     ``{type: conv2d, filters: 32, kernel_size: 8, strides: 4, activation: relu}``.
     Layer ``i`` is named ``{type}_{i}`` (a class path: ``{classname lowercased}_{i}``)
     unless its dict gives a ``scope``, so the
     variables read ``conv2d_0/kernel``, ``dense_4/bias``, ... (relative to the
-    network). `nature_dqn_layers` gives the Nature DQN stack.
+    network). `nature_dqn_layers` gives the Nature DQN stack, `impala_resnet_layers`
+    IMPALA's deep ResNet.
 
     API: ``apply(inputs)`` runs the layers in order; the spaces it accepts and
     returns are those of the first and last layer (e.g. ``float32[B,84,84,4]`` to

@@ -220,8 +220,10 @@ def _resolve(data: dict[str, Any], clean: Callable[[str], bool]) -> tuple[_Resol
 def _lint(resolved: _Resolved, data: dict[str, Any], clean: Callable[[str], bool]) -> list[tuple[str, str]]:
     """Checks beyond the imports that the spec checks rely on.
 
-    The config must fit and pass the constructor, and ``deterministic_inputs``
-    and ``bad_spaces`` must name arguments the spec feeds.
+    The config must fit and pass the constructor, ``deterministic_inputs``
+    and ``bad_spaces`` must name arguments the spec feeds, and each ``bad_configs``
+    entry must name constructor arguments (whether it is refused is the
+    ``bad-configs`` check's business, not the loader's).
 
     Args:
         resolved: the imported class and its API specs.
@@ -247,6 +249,17 @@ def _lint(resolved: _Resolved, data: dict[str, Any], clean: Callable[[str], bool
                 cls(**config)
             except Exception as exc:  # the constructor's own argument checks, whatever they raise
                 problems.append(("config", f"{cls.__name__}(**config) raised {type(exc).__name__}: {exc}"))
+    bad_configs = data.get("bad_configs")
+    if isinstance(bad_configs, list) and clean("bad_configs"):
+        params = [p for p in inspect.signature(cls).parameters.values()
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        names = [p.name for p in params]
+        takes_any = any(p.kind == p.VAR_KEYWORD for p in inspect.signature(cls).parameters.values())
+        for i, entry in enumerate(bad_configs):
+            for arg in _mapping(entry):
+                if arg not in names and not takes_any and clean(f"bad_configs.{i}.{arg}"):
+                    problems.append((f"bad_configs.{i}.{arg}", f"not an argument of {cls.__name__}"
+                                     f"({', '.join(names)})"))
     methods = _mapping(data.get("methods"))
     for method, mspec in methods.items():
         fixed = _mapping(mspec).get("deterministic_inputs")

@@ -89,6 +89,10 @@ class ComponentSpec(_Strict):
     bad_spaces: list[dict[str, ValidSpace]] = Field(
         default_factory=list,
         description="input spaces the build must reject with a spacegraph error naming the component")
+    bad_configs: list[Annotated[dict[str, Any], Field(min_length=1)]] = Field(
+        default_factory=list,
+        description="constructor arguments, each entry merged over config, that the constructor must refuse with "
+                    "a ValueError naming one of the entry's arguments")
     seed: int = 0
 
     @field_validator("methods", mode="before")

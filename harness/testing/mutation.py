@@ -169,16 +169,32 @@ def run_mutant(module: str, path: str, index: int, pytest_args: Sequence[str], t
     """
     full_env = dict(os.environ if env is None else env)
     full_env["SPACEGRAPH_MUTANT"] = json.dumps({"module": module, "path": path, "index": index})
+    return _run_pytest(pytest_args, timeout, full_env, cwd, f"mutant {index} of {module}")
+
+
+def run_unmutated(pytest_args: Sequence[str], timeout: float, env: dict[str, str] | None = None,
+                  cwd: str | None = None) -> str:
+    """Runs the selection on the unchanged code: ``survived`` (it passes), ``killed`` (it fails) or ``timeout``.
+
+    A selection must pass here before its mutants are run: otherwise every mutant of it would count as killed.
+    Raises `RuntimeError` as `run_mutant` does.
+    """
+    full_env = dict(os.environ if env is None else env)
+    full_env.pop("SPACEGRAPH_MUTANT", None)
+    return _run_pytest(pytest_args, timeout, full_env, cwd, "the unmutated code")
+
+
+def _run_pytest(pytest_args: Sequence[str], timeout: float, env: dict[str, str], cwd: str | None, what: str) -> str:
     argv = [sys.executable, "-m", "pytest", "-p", "harness.testing.mutation_hook", *pytest_args]
     try:
-        proc = subprocess.run(argv, env=full_env, cwd=cwd, timeout=timeout, capture_output=True)
+        proc = subprocess.run(argv, env=env, cwd=cwd, timeout=timeout, capture_output=True)
     except subprocess.TimeoutExpired:
         return "timeout"
     if proc.returncode in (0, 1, 2):
         return "survived" if proc.returncode == 0 else "killed"
     tail = (proc.stdout or b"").decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
     why = _PYTEST_EXITS.get(proc.returncode, "unknown")
-    raise RuntimeError(f"run_mutant: pytest exited {proc.returncode} ({why}) for mutant {index} of {module} "
+    raise RuntimeError(f"run_mutant: pytest exited {proc.returncode} ({why}) for {what} "
                        f"with {list(pytest_args)}: {tail[0]}")
 
 

@@ -2,9 +2,11 @@
 
 For each module under ``--package-dir`` (package ``__init__`` files aside) it lists the
 mutants (`harness.testing.mutation.mutants`), optionally draws a random sample of them
-(``--sample N --seed S``), and runs per mutant only the spec tests of the specs naming a
-class of that module (``--specs``: the ``-k`` expression of their stems; all of
-``--tests`` when none does), with ``-x`` and a per-mutant ``--timeout``, one at a time.
+(``--sample N --seed S``), and runs per mutant only the tests that exercise that module:
+the specs naming a class defined in it or a subclass of one (``--specs``), and the test
+files under ``--tests`` whose ``MUTATION_COVERS`` tuple names it, as one ``-k`` expression
+of their stems; all of ``--tests`` when none does. Each mutant runs with ``-x`` and a
+per-mutant ``--timeout``, one at a time.
 It writes ``OUT.json`` (every outcome) and ``OUT.md`` (kill rate with its 95% Clopper-
 Pearson interval, survivors by module and line), and says plainly when it ran a sample.
 """
@@ -12,16 +14,18 @@ Pearson interval, survivors by module and line), and says plainly when it ran a 
 from __future__ import annotations
 
 import argparse
+import ast
 import inspect
 import json
 import math
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from harness.testing.mutation import Outcome, mutants, outcomes_json, run_mutant, timed
+from harness.testing.mutation import Outcome, mutants, outcomes_json, run_mutant, run_unmutated, timed
 
 
 def _beta_ppf(q: float, a: float, b: float) -> float:
@@ -73,7 +77,11 @@ def module_name(path: Path, root: Path) -> str:
 
 
 def spec_stems(module: str, spec_dir: Path) -> list[str]:
-    """Stems of the spec files naming a class defined in ``module`` (directly or through ``spec_covers``)."""
+    """Stems of the spec files naming a class defined in ``module``, or a subclass of one.
+
+    The named class counts with its ``spec_covers`` and every base class in their MROs, so a
+    mutant of a base class (``optimizers/base.py``) runs the specs of its subclasses.
+    """
     from harness.specs.loader import import_object
 
     stems = []
@@ -83,14 +91,41 @@ def spec_stems(module: str, spec_dir: Path) -> list[str]:
             cls = import_object(target)
         except Exception:
             continue
-        classes = [cls, *getattr(cls, "spec_covers", ())] if inspect.isclass(cls) else []
-        if any(c.__module__ == module for c in classes):
+        named = [cls, *getattr(cls, "spec_covers", ())] if inspect.isclass(cls) else []
+        if any(base.__module__ == module for c in named for base in inspect.getmro(c)):
             stems.append(path.stem)
     return stems
 
 
+def covering_tests(module: str, tests: Path) -> list[str]:
+    """Stems of the ``test_*.py`` files under ``tests`` whose module-level ``MUTATION_COVERS`` names ``module``.
+
+    ``MUTATION_COVERS = ("package.module", ...)`` is read from the file's syntax tree (the file is not
+    imported); it declares which modules the file's tests exercise, so that a mutant of one runs them.
+    """
+    files = [tests] if tests.is_file() else sorted(tests.rglob("test_*.py"))
+    return [f.stem for f in files if module in declared_covers(f)]
+
+
+def declared_covers(path: Path) -> tuple[str, ...]:
+    """The ``MUTATION_COVERS`` tuple of a test file (empty when it has none)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "MUTATION_COVERS"
+                                                for t in node.targets):
+            value = ast.literal_eval(node.value)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"{path}: MUTATION_COVERS must be a tuple of dotted module names, got {value!r}")
+            return tuple(value)
+    return ()
+
+
+def selection(module: str, tests: Path, spec_dir: Path | None) -> list[str]:
+    """The stems whose tests a mutant of ``module`` runs (``-k`` terms); empty: all of ``tests``."""
+    return (spec_stems(module, spec_dir) if spec_dir else []) + covering_tests(module, tests)
+
+
 def report_markdown(outcomes: list[Outcome], total: int, sampled: bool, seed: int | None, args: str,
-                    equivalent: dict[str, str]) -> str:
+                    equivalent: dict[str, str], named: bool = False) -> str:
     """The Markdown report: figures, then every survivor (with its explanation when known equivalent)."""
     keyed = {f"{o.module}:{o.mutant.index}": o for o in outcomes}
     eq = [k for k in keyed if k in equivalent and keyed[k].status == "survived"]
@@ -102,7 +137,9 @@ def report_markdown(outcomes: list[Outcome], total: int, sampled: bool, seed: in
              f"Command: `python -m harness.testing.mutation_run {args}`", "",
              (f"**This is a random sample** of {len(outcomes)} of the {total} mutants (seed {seed}, drawn in random "
               f"order, so a run stopped early is still a random sample); the kill rate below is the sample's, with its 95% Clopper-Pearson interval for the whole set."
-              if sampled else f"All {total} mutants ran."), "",
+              if sampled else f"The {len(outcomes)} mutants named by `--mutants` ran (of {total}): a chosen set, "
+              "not a random sample, so its kill rate says nothing about the whole." if named
+              else f"All {total} mutants ran."), "",
              "| mutants run | equivalent | killed (timeouts count as killed) | survived | kill rate of "
              "non-equivalent | 95% interval |", "|---|---|---|---|---|---|",
              f"| {len(outcomes)} | {len(eq)} | {killed} | {len(counted) - killed} | {rate:.1%} | "
@@ -125,35 +162,56 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant")
     parser.add_argument("--equivalent", default=None, help="JSON {module:index: why} of equivalent mutants")
+    parser.add_argument("--mutants", nargs="+", default=None, metavar="MODULE:INDEX",
+                        help="run exactly these mutants (e.g. the survivors of an earlier run), not a sample")
     parser.add_argument("--out", required=True, help="writes OUT.json and OUT.md")
     args = parser.parse_args(argv)
     root = Path(args.root).resolve()
     files = sorted(p for p in (root / args.package_dir).rglob("*.py") if p.name != "__init__.py")
     every = [(module_name(p, root), p, m) for p in files for m in mutants(p.read_text())]
     # a random order, not sorted: every prefix of it is a random sample too, so an interrupted run still reports one
-    chosen = random.Random(args.seed).sample(range(len(every)), args.sample) if args.sample else range(len(every))
+    if args.mutants:
+        where = {f"{module}:{m.index}": k for k, (module, _, m) in enumerate(every)}
+        unknown = [key for key in args.mutants if key not in where]
+        if unknown:
+            parser.error(f"--mutants: no such mutant(s) {unknown} under {args.package_dir}")
+        chosen: Any = [where[key] for key in args.mutants]
+    elif args.sample:
+        chosen = random.Random(args.seed).sample(range(len(every)), args.sample)
+    else:
+        chosen = range(len(every))
     equivalent = json.loads(Path(args.equivalent).read_text()) if args.equivalent else {}
     outcomes: list[Outcome] = []
     stems: dict[str, list[str]] = {}
+    baseline: dict[str, str] = {}
     for k, i in enumerate(chosen):
         module, path, mutant = every[i]
-        if args.specs and module not in stems:
-            stems[module] = spec_stems(module, Path(args.specs))
+        if module not in stems:
+            stems[module] = selection(module, Path(args.tests), Path(args.specs) if args.specs else None)
         select = ["-k", " or ".join(stems[module])] if stems.get(module) else []
+        pytest_args = ["-x", "-q", "-p", "no:cacheprovider", args.tests, *select]
         try:
-            status, seconds = timed(run_mutant, module, str(path), mutant.index,
-                                    ["-x", "-q", "-p", "no:cacheprovider", args.tests, *select], args.timeout)
+            if module not in baseline:  # the selection must pass on the unchanged code, else every mutant "dies"
+                baseline[module] = run_unmutated(pytest_args, args.timeout)
+                if baseline[module] != "survived":
+                    print(f"mutation_run: the selection {pytest_args} does not pass on the unmutated code "
+                          f"({baseline[module]}); fix it before measuring {module}", file=sys.stderr)
+                    return 2
+            status, seconds = timed(run_mutant, module, str(path), mutant.index, pytest_args, args.timeout)
         except RuntimeError as exc:  # the selection ran no test: stop (the report so far stays as written)
             print(f"mutation_run: {exc}", file=sys.stderr)
             return 2
         outcomes.append(Outcome(module, mutant, status, round(seconds, 1)))
-        print(f"[{k + 1}/{len(chosen)}] {module}:{mutant.line} {mutant.what}: {status} ({seconds:.0f}s)", flush=True)
-        Path(args.out + ".json").write_text(json.dumps({"total": len(every), "sampled": bool(args.sample),
-                                                        "seed": args.seed, "outcomes": outcomes_json(outcomes)},
+        print(f"[{k + 1}/{len(chosen)}] {module}:{mutant.line} {mutant.what}: {status} ({seconds:.0f}s; "
+              f"ran {' or '.join(stems[module]) or 'all of ' + args.tests})", flush=True)
+        sampled = bool(args.sample) and not args.mutants
+        Path(args.out + ".json").write_text(json.dumps({"total": len(every), "sampled": sampled,
+                                                        "seed": args.seed, "selections": stems,
+                                                        "outcomes": outcomes_json(outcomes)},
                                                        indent=1))
-        Path(args.out + ".md").write_text(report_markdown(outcomes, len(every), bool(args.sample), args.seed,
+        Path(args.out + ".md").write_text(report_markdown(outcomes, len(every), sampled, args.seed,
                                                           " ".join(sys.argv[1:] if argv is None else argv),
-                                                          equivalent))
+                                                          equivalent, named=bool(args.mutants)))
     return 0
 
 

@@ -35,7 +35,7 @@ import pytest
 from harness.specs import LoadedSpec, SpecError, find_specs, load_spec
 from harness.testing.parity import check_determinism, check_oracle, check_parity
 from harness.testing.spec_checks import (
-    SpecCheckError, check_bad_spaces, check_build, check_in_space, stateless_methods,
+    SpecCheckError, check_bad_configs, check_bad_spaces, check_build, check_in_space, stateless_methods,
 )
 from harness.testing.stateful import check_stateful
 
@@ -51,6 +51,7 @@ CHECKS: dict[str, Callable[[LoadedSpec, str], None]] = {
     "determinism": check_determinism,
     "stateful": check_stateful,
     "bad-spaces": check_bad_spaces,
+    "bad-configs": check_bad_configs,
 }
 
 
@@ -83,6 +84,7 @@ def applicable_checks(spec: LoadedSpec) -> list[str]:
         "determinism": True,
         "stateful": spec.spec.stateful is not None,
         "bad-spaces": bool(spec.spec.bad_spaces),
+        "bad-configs": bool(spec.spec.bad_configs),
     }
     return [name for name in CHECKS if wanted[name]]
 

@@ -18,6 +18,7 @@ from harness.specs import LoadedSpec, Tolerance
 from harness.testing.strategies import from_space
 
 __all__ = ["SpecCheckError", "Built", "built", "example_count", "check_build", "check_in_space", "check_bad_spaces",
+           "check_bad_configs",
            "compare_outputs", "describe_value", "FLOAT_LIMIT"]
 
 #: Largest magnitude of drawn floats where an input space is unbounded: keeps float32
@@ -382,3 +383,27 @@ def check_bad_spaces(spec: LoadedSpec, backend: str) -> None:
                             f"or BuildError)")
     if problems:
         raise fail(spec, "bad-spaces", backend, f"{len(problems)} problem(s):\n  " + "\n  ".join(problems))
+
+
+def check_bad_configs(spec: LoadedSpec, backend: str) -> None:
+    """Each ``bad_configs`` entry, merged over ``config``, makes the constructor raise a ValueError naming an argument.
+
+    The message must name one of the entry's arguments at least (an entry of two, such as a capacity below the
+    stack depth, may be refused by either's name). The constructor does not depend on the backend; the item runs
+    per backend like the others.
+    """
+    problems = []
+    for i, entry in enumerate(spec.spec.bad_configs):
+        config = {**spec.spec.config, **entry}
+        try:
+            spec.component_class(**config)
+        except ValueError as exc:
+            if not any(arg in str(exc) for arg in entry):
+                problems.append(f"bad_configs.{i} {entry}: the ValueError names none of {sorted(entry)}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - what the check is about
+            problems.append(f"bad_configs.{i} {entry}: the constructor raised {type(exc).__name__} (not a "
+                            f"ValueError naming the argument): {exc}")
+        else:
+            problems.append(f"bad_configs.{i} {entry}: the constructor accepted the config silently (no ValueError)")
+    if problems:
+        raise fail(spec, "bad-configs", backend, f"{len(problems)} problem(s):\n  " + "\n  ".join(problems))

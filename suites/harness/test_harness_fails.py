@@ -69,6 +69,11 @@ EXPECTED: dict[str, dict[str, list[str]]] = {
         "bad-spaces": ["silent_bad_space.yaml", "check 'bad-spaces' on {backend}", "bad_spaces.0",
                        "int64[B,4]", "accepted the space silently"],
     },
+    "silent_bad_config": {
+        "bad-configs": ["silent_bad_config.yaml", "check 'bad-configs' on {backend}", "2 problem(s)",
+                        "bad_configs.0", "the ValueError names none of ['factor']",
+                        "bad_configs.1", "the constructor accepted the config silently"],
+    },
 }
 
 _MODULES = {"tf": "tensorflow", "torch": "torch"}

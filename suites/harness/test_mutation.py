@@ -112,3 +112,54 @@ def test_clopper_pearson_and_sample_report() -> None:
     assert "**This is a random sample** of 3 of the 50 mutants (seed 7, drawn in random order" in text
     assert "| 3 | 1 | 1 | 1 | 50.0% |" in text
     assert "not explained: needs a check" in text and "x is never equal to lo there" in text
+
+
+def test_named_mutants_run_and_a_selection_failing_unmutated_stops_the_run(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from harness.testing.mutation_run import main
+
+    repo = str(Path(__file__).resolve().parents[2])
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(project), repo]))
+    add = next(m.index for m in mutants(TINY) if m.what == "Add -> Sub")
+    out = str(tmp_path / "named")
+    assert main(["--package-dir", "tinypkg", "--tests", "test_strong.py", "--out", out,
+                 "--mutants", f"tinypkg.tiny:{add}"]) == 0
+    report = Path(out + ".md").read_text()
+    assert "The 1 mutants named by `--mutants` ran" in report and "not a random sample" in report
+    assert "| 1 | 0 | 1 | 0 | 100.0% |" in report
+    with pytest.raises(SystemExit):
+        main(["--package-dir", "tinypkg", "--out", out, "--mutants", "tinypkg.tiny:100000"])
+    assert "no such mutant(s) ['tinypkg.tiny:100000']" in capsys.readouterr().err
+    # a test that fails on the unchanged code would "kill" every mutant: the run refuses to measure with it
+    (project / "test_broken.py").write_text("from tinypkg.tiny import clip\n\n\ndef test_it():\n"
+                                            "    assert clip(5) == 6\n")
+    assert main(["--package-dir", "tinypkg", "--tests", "test_broken.py", "--out", out,
+                 "--mutants", f"tinypkg.tiny:{add}"]) == 2
+    assert "does not pass on the unmutated code (killed)" in capsys.readouterr().err
+
+
+def test_mutation_covers_selects_test_files_without_importing_them(tmp_path: Path) -> None:
+    from harness.testing.mutation_run import covering_tests, declared_covers
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "test_a.py").write_text('raise SystemExit("never imported")\nMUTATION_COVERS = ("pkg.a", "pkg.b")\n')
+    (tmp_path / "sub" / "test_b.py").write_text('MUTATION_COVERS = ("pkg.b",)\n')
+    (tmp_path / "test_c.py").write_text("def test_it():\n    pass\n")
+    assert sorted(covering_tests("pkg.b", tmp_path)) == ["test_a", "test_b"]
+    assert covering_tests("pkg.a", tmp_path) == ["test_a"] and covering_tests("pkg.c", tmp_path) == []
+    (tmp_path / "test_d.py").write_text('MUTATION_COVERS = "pkg.a"\n')  # a string, not a tuple: refused
+    with pytest.raises(ValueError, match="MUTATION_COVERS must be a tuple"):
+        declared_covers(tmp_path / "test_d.py")
+
+
+def test_this_repositorys_selections() -> None:
+    """A base class's mutants run its subclasses' specs; a host helper's run the test files that declare it."""
+    from harness.testing.mutation_run import selection
+
+    repo = Path(__file__).resolve().parents[2]
+    tests, specs = repo / "suites" / "components", repo / "specs" / "components"
+    assert "optimizer_adam" in selection("reference_agents.components.optimizers.base", tests, specs)
+    assert selection("reference_agents.components.memories.host_frame_replay", tests, specs) == \
+        ["test_host_frame_replay"]
+    assert "test_queues" in selection("reference_agents.components.queues.blocking", tests, specs)

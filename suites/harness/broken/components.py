@@ -149,6 +149,40 @@ class Doubler(Component):
         return inputs + inputs
 
 
+# ---- constructor arguments ------------------------------------------------------------------------------
+
+
+class Scale(Component):
+    """``inputs * factor``, clipped to ``[-clip, clip]`` when ``clip`` is given; refuses bad arguments (correct)."""
+
+    def __init__(self, factor: float = 2.0, clip: float | None = None, scope: str = "scale") -> None:
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+            raise ValueError(f"Scale: factor must be a positive number; got {factor!r}")
+        if clip is not None and not clip > 0:
+            raise ValueError(f"Scale: clip must be None or positive; got {clip!r}")
+        super().__init__(scope=scope)
+        self.factor, self.clip = float(factor), clip
+
+    @api
+    def apply(self, inputs: Any) -> Any:
+        return self._graph_fn_apply(inputs)
+
+    @graph_fn
+    def _graph_fn_apply(self, F: Any, inputs: Any) -> Any:
+        out = inputs * self.factor
+        return out if self.clip is None else F.clip(out, -self.clip, self.clip)
+
+
+class UncheckedScale(Scale):
+    """Accepts a negative ``clip`` and refuses ``factor`` without naming it: the ``bad-configs`` check must fail."""
+
+    def __init__(self, factor: float = 2.0, clip: float | None = None, scope: str = "scale") -> None:
+        if factor <= 0:
+            raise ValueError(f"UncheckedScale: must be positive; got {factor!r}")
+        Component.__init__(self, scope=scope)
+        self.factor, self.clip = float(factor), clip
+
+
 # ---- random outputs -----------------------------------------------------------------------------------
 
 

@@ -8,6 +8,9 @@ from hypothesis import given, settings, strategies as st
 
 from reference_agents.components.helpers import NStepAccumulator, n_step_transitions
 
+#: a mutant of this module runs this file (``harness.testing.mutation_run``)
+MUTATION_COVERS = ("reference_agents.components.helpers.n_step",)
+
 
 def _stream(acc, rewards, terminals, truncated=None):
     out = []
@@ -54,8 +57,10 @@ def test_termination_does_not_bootstrap_and_one_step_is_plain():
     assert [(g["terminals"], g["discounts"]) for g in got] == [(False, 0.9), (True, 0.9)]
     acc = NStepAccumulator(2, 0.9)
     acc.push(0, 0, 1.0, 1, False)
-    assert [g["states"] for g in acc.flush(next_state=99)] == [0]
+    assert [(g["states"], g["next_states"]) for g in acc.flush(next_state=99)] == [(0, 99)]
     assert len(acc) == 0
+    acc.push(5, 0, 1.0, 6, False)
+    assert [(g["states"], g["next_states"]) for g in acc.flush()] == [(5, 6)]  # default: the newest next state
 
 
 def test_state_dict_round_trip_and_bad_arguments():

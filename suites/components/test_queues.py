@@ -15,6 +15,9 @@ from harness.testing.plugin import selected_backends
 from reference_agents.components.queues import BlockingQueue, FIFOQueue, Prefetcher, QueueClosedError
 
 BACKENDS = selected_backends()
+#: a mutant of one of these modules runs this file (``harness.testing.mutation_run``)
+MUTATION_COVERS = ("reference_agents.components.queues.blocking", "reference_agents.components.queues.prefetcher",
+                   "reference_agents.components.queues.fifo_queue")
 
 
 def _blocking(backend: str, capacity: int) -> BlockingQueue:

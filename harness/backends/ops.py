@@ -241,6 +241,38 @@ class Ops(Protocol):
     def assign(self, var: Any, value: Any) -> Any:
         """Overwrites the backend variable ``var`` with ``value`` (its shape; cast by the backend rules)."""
 
+    def adam_update(self, variables: Sequence[Any], grads: Sequence[Tensor], m: Sequence[Any], v: Sequence[Any],
+                    step: Tensor, learning_rate: float, beta1: float, beta2: float, epsilon: float) -> None:
+        """One Adam step (Kingma & Ba, 2015, Algorithm 1) in place, fused per backend.
+
+        For each backend variable ``w`` of ``variables`` with gradient ``g`` and moment slots ``m``,
+        ``v`` (backend variables of ``w``'s shape and dtype), at step ``t`` = ``step`` (a scalar
+        tensor >= 1, the step being taken)::
+
+            m <- beta1 * m + (1 - beta1) * g
+            v <- beta2 * v + (1 - beta2) * g^2
+            w <- w - learning_rate * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + epsilon)
+
+        ``epsilon`` sits outside the square root of the bias-corrected ``v``. Returns None.
+        """
+
+    def rmsprop_update(self, variables: Sequence[Any], grads: Sequence[Tensor], ms: Sequence[Any],
+                       mg: Sequence[Any] | None, mom: Sequence[Any] | None, learning_rate: float, decay: float,
+                       momentum: float, epsilon: float) -> None:
+        """One RMSProp step in TensorFlow 1's form (epsilon inside the square root) in place, fused per backend.
+
+        For each backend variable ``w`` with gradient ``g`` and slots ``ms`` (and ``mg`` when
+        centered, ``mom`` when ``momentum > 0``; None otherwise), ``rho`` = ``decay``::
+
+            ms <- rho * ms + (1 - rho) * g^2
+            mg <- rho * mg + (1 - rho) * g                        # mg given: centered
+            denom = sqrt(ms + epsilon)  or  sqrt(max(ms - mg^2, 0) + epsilon)
+            mom <- momentum * mom + learning_rate * g / denom;  w <- w - mom     # mom given
+            w <- w - learning_rate * g / denom                                  # mom None
+
+        Returns None.
+        """
+
     def gradients(self, loss: Tensor, variables: Sequence[Any]) -> list[Tensor]:
         """``d loss / d variable`` for each variable, zeros where the loss does not depend on it (see `Backend.compile_api`)."""
 

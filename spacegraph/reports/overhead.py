@@ -5,8 +5,8 @@
 
 - act: framework/hand calls/s of the dueling Nature-DQN actor (`act_measure.measure`,
   interleaved rounds, median of the per-round CPU-time ratios) at batch 1, 4, 16, 64;
-- update: hand/framework time of one DQN CartPole update at batch 32 (`update_overhead`,
-  interleaved rounds, median of the CPU-time rates);
+- update: hand/framework time of one DQN update at batch 32, CartPole's MLP and Pong's Nature CNN
+  (`update_overhead`, interleaved rounds, median of the CPU-time rates);
 - start-up: seconds to the first progress line of ``spacegraph train dqn_cartpole``
   (`startup_time`), the median of ``--repeats`` fresh processes.
 
@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 TARGETS = {"act": 0.95, "update": 0.9, "startup_s": 3.0}
+#: The update's networks (`update_overhead.CONFIGS`) with their row labels.
+UPDATE_NETWORKS = {"cartpole": "CartPole MLP", "nature": "Nature CNN (Pong frames)"}
 
 
 def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, seconds: float = 2.0,
@@ -36,15 +38,17 @@ def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, secon
 
     load0, t0 = os.getloadavg(), time.perf_counter()
     act: dict[str, dict[int, list[float]]] = {b: {n: [] for n in batch_sizes} for b in backends}
-    update: dict[str, list[float]] = {b: [] for b in backends}
+    update: dict[str, dict[str, list[float]]] = {n: {b: [] for b in backends} for n in UPDATE_NETWORKS}
     startup: dict[str, list[float]] = {b: [] for b in backends}
     imports: dict[str, list[float]] = {b: [] for b in backends}
     for _ in range(repeats):
         result = act_measure.measure(backends, batch_sizes, seconds=seconds, rounds=6)
         for row in result["rows"]:
             act[row["backend"]][row["batch"]].append(row["ratio"])
-        for b in backends:
-            update[b].append(update_overhead.measure(b, 32, seconds=seconds, rounds=6)["ratio"])
+        for network in UPDATE_NETWORKS:
+            for b in backends:
+                update[network][b].append(update_overhead.measure(b, 32, seconds=seconds, rounds=6,
+                                                                  network=network)["ratio"])
         for b in backends:
             startup[b].append(first_progress_seconds(b))
             imports[b].append(import_seconds(b))
@@ -75,7 +79,7 @@ def _cell(values: list[float], target: float, higher_is_better: bool = True) -> 
 
 def markdown(r: dict[str, Any]) -> str:
     """The report as Markdown."""
-    backends = list(r["update"])
+    backends = list(r["startup"])
     t = r["targets"]
     lines = ["# Framework overhead against hand-written code (issue 18)", "",
              f"Commit `{r['commit']}` (working tree), CPU only, 1 framework thread, the shared 2-core dev VM; "
@@ -88,15 +92,17 @@ def markdown(r: dict[str, Any]) -> str:
     for batch in r["act"][first]:
         lines.append(f"| act framework/hand, batch {batch} | >= {t['act']} | "
                      + " | ".join(_cell(r["act"][b][batch], t["act"]) for b in backends) + " |")
-    lines.append(f"| update hand/framework, CartPole MLP, batch 32 | >= {t['update']} | "
-                 + " | ".join(_cell(r["update"][b], t["update"]) for b in backends) + " |")
+    for network, label in UPDATE_NETWORKS.items():
+        if network in r["update"]:
+            lines.append(f"| update hand/framework, {label}, batch 32 | >= {t['update']} | "
+                         + " | ".join(_cell(r["update"][network][b], t["update"]) for b in backends) + " |")
     lines.append(f"| start-up: `spacegraph train dqn_cartpole` to first progress line (s) | <= {t['startup_s']} | "
                  + " | ".join(_cell(r["startup"][b], t["startup_s"], False) for b in backends) + " |")
     if r.get("imports"):
         lines.append("| of which: `import tensorflow` / `import torch` alone in a fresh interpreter (s) | - | "
                      + " | ".join(f"{statistics.median(r['imports'][b]):.2f}" for b in backends) + " |")
-    lines += ["", "Not measured here: the update with the Nature CNN, sampling against a direct loop, "
-              "and wall-clock to solved against RLlib. Start-up is wall-clock time of a fresh process and "
+    lines += ["", "Not measured here: sampling against a direct loop, and wall-clock to solved against RLlib "
+              "(`reports/dqn_learning_vs_rllib.md`). Start-up is wall-clock time of a fresh process and "
               "moves with the machine's load (the framework import alone is most of it).", "",
               "Rebuild: `OMP_NUM_THREADS=1 python -m spacegraph.reports.overhead --out reports --repeats 2`; "
               "the same comparisons run in asv as `act.ActThroughput.track_ratio`, "

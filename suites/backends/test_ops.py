@@ -35,7 +35,10 @@ class OpApply(Component):
             self._graph_fn_apply = self._graph_fn_apply_recorded
 
     def create_variables(self, input_spaces: dict) -> None:
-        if self.var_spec is not None:
+        if isinstance(self.var_spec, list):  # several variables, passed as a list
+            self.variable = [self.get_variable(f"v{i}", shape, dtype, init, trainable=trainable)
+                             for i, (shape, dtype, init, trainable) in enumerate(self.var_spec)]
+        elif self.var_spec is not None:
             shape, dtype, init, trainable = self.var_spec
             self.variable = self.get_variable("v", shape, dtype, init, trainable=trainable)
 
@@ -48,6 +51,8 @@ class OpApply(Component):
             return self.fn(F, *xs)
         out = self.fn(F, self.variable, *xs)
         # Without an output, the variable's value after the op (a new tensor, not the variable's memory).
+        if out is None and isinstance(self.variable, list):
+            return tuple(v + 0 for v in self.variable)
         return self.variable + 0 if out is None else out
 
     @graph_fn
@@ -67,7 +72,8 @@ class Case:
     reference: Callable
     inputs: tuple
     spaces: tuple | None = None  # default: from the inputs (no batch rank)
-    var: tuple | None = None  # (shape, dtype, initializer, trainable) of a variable passed before the inputs
+    var: tuple | list | None = None  # (shape, dtype, initializer, trainable) of a variable passed before the inputs;
+    # a list of them: the variables passed as a list (and, without an output, their values after the op as a tuple)
     gradients: bool = False
     rtol: float = 1e-5
     atol: float = 1e-5
@@ -135,6 +141,8 @@ KERNEL = _R.normal(size=(3, 2, 3, 4)).astype(np.float32)
 KERNEL3 = _R.normal(size=(3, 3, 3, 4)).astype(np.float32)
 BIAS = _R.normal(size=(4,)).astype(np.float32)
 ROWS = np.array([4, 1, 4, 0, 1, 4])
+W1 = _R.normal(size=(3, 4)).astype(np.float32)
+W2 = _R.normal(size=(4,)).astype(np.float32)
 UPDATES = _R.normal(size=(6, 2)).astype(np.float32)
 
 
@@ -196,6 +204,31 @@ def _np_max_pool2d_grad(x: np.ndarray, pool: tuple[int, int], strides: tuple[int
                     r, col = np.unravel_index(np.argmax(window[:, :, ch]), window.shape[:2])
                     grad[r0 + r, c0 + col, ch] += x[b, r0 + r, c0 + col, ch]
     return grad
+
+
+def _np_adam(ws: list, gs: list, ms: list, vs: list, t: int, lr: float, b1: float, b2: float, eps: float) -> tuple:
+    """Adam (Kingma & Ba, Algorithm 1) written out: the variables, then m, then v, after one step at ``t``."""
+    new_m = [b1 * m + (1 - b1) * g for m, g in zip(ms, gs)]
+    new_v = [b2 * v + (1 - b2) * g * g for v, g in zip(vs, gs)]
+    new_w = [w - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps) for w, m, v in zip(ws, new_m, new_v)]
+    return (*new_w, *new_m, *new_v)
+
+
+def _np_rmsprop(ws: list, gs: list, ms: list, mg: list | None, mom: list | None, lr: float, rho: float, mu: float,
+                eps: float) -> tuple:
+    """TF1's RMSProp written out: the variables, then ms (then mg, then mom, when given) after one step."""
+    new_ms = [rho * s + (1 - rho) * g * g for s, g in zip(ms, gs)]
+    if mg is not None:
+        new_mg = [rho * a + (1 - rho) * g for a, g in zip(mg, gs)]
+        denom = [np.sqrt(np.maximum(s - a * a, 0.0) + eps) for s, a in zip(new_ms, new_mg)]
+    else:
+        new_mg, denom = [], [np.sqrt(s + eps) for s in new_ms]
+    if mom is not None:
+        new_mom = [mu * b + lr * g / d for b, g, d in zip(mom, gs, denom)]
+        new_w = [w - b for w, b in zip(ws, new_mom)]
+    else:
+        new_mom, new_w = [], [w - lr * g / d for w, g, d in zip(ws, gs, denom)]
+    return (*new_w, *new_ms, *new_mg, *new_mom)
 
 
 def _np_scatter(ref: np.ndarray, rows: np.ndarray, updates: np.ndarray) -> np.ndarray:
@@ -400,6 +433,32 @@ CASES: dict[str, list[Case]] = {
                             check=_moments(0.0, 1.0, 0.5, 1.0 / np.sqrt(12.0), np.float64))],
     "random_normal": [Case(lambda F, n: F.random_normal([20000], 1.0, 2.0), None, (np.array(1),),
                            check=_moments(-np.inf, np.inf, 1.0, 2.0, np.float32))],
+    # Two variables of different shapes; lr, betas and epsilon away from their usual values and unequal; at
+    # step 3 the bias corrections are far from 1; m and v start away from zero.
+    "adam_update": [Case(lambda F, vs, g1, g2, t: F.adam_update(vs[:2], [g1, g2], vs[2:4], vs[4:], t, 0.05, 0.7, 0.9,
+                                                                 0.03),
+                         lambda g1, g2, t: _np_adam([W1, W2], [g1, g2], [W1 * 0.1, W2 * -0.2], [W1 ** 2, W2 ** 2 / 3],
+                                                    int(t), 0.05, 0.7, 0.9, 0.03),
+                         (A, A[0], np.array(3)),
+                         var=[((3, 4), "float32", W1, True), ((4,), "float32", W2, True),
+                              ((3, 4), "float32", W1 * 0.1, False), ((4,), "float32", W2 * -0.2, False),
+                              ((3, 4), "float32", W1 ** 2, False), ((4,), "float32", W2 ** 2 / 3, False)],
+                         rtol=1e-5, atol=1e-6, cross_tol=1e-5)],
+    # Centered with momentum (mg starts larger than sqrt(ms): the max(., 0) guard must act), then plain.
+    "rmsprop_update": [Case(lambda F, vs, g1, g2: F.rmsprop_update(vs[:2], [g1, g2], vs[2:4], vs[4:6], vs[6:], 0.02,
+                                                                   0.8, 0.6, 1e-2),
+                            lambda g1, g2: _np_rmsprop([W1, W2], [g1, g2], [W1 ** 2 * 0.01, W2 ** 2 * 0.01],
+                                                       [W1 * 3, W2 * 3], [W1 * 0.5, W2 * 0.5], 0.02, 0.8, 0.6, 1e-2),
+                            (A, A[0]),
+                            var=[((3, 4), "float32", W1, True), ((4,), "float32", W2, True),
+                                 ((3, 4), "float32", W1 ** 2 * 0.01, False), ((4,), "float32", W2 ** 2 * 0.01, False),
+                                 ((3, 4), "float32", W1 * 3, False), ((4,), "float32", W2 * 3, False),
+                                 ((3, 4), "float32", W1 * 0.5, False), ((4,), "float32", W2 * 0.5, False)],
+                            rtol=1e-5, atol=1e-6, cross_tol=1e-5),
+                       Case(lambda F, vs, g1: F.rmsprop_update(vs[:1], [g1], vs[1:], None, None, 0.02, 0.8, 0.0, 1e-2),
+                            lambda g1: _np_rmsprop([W1], [g1], [np.abs(W1)], None, None, 0.02, 0.8, 0.0, 1e-2),
+                            (A,), var=[((3, 4), "float32", W1, True), ((3, 4), "float32", np.abs(W1), False)],
+                            rtol=1e-5, atol=1e-6, cross_tol=1e-5)],
     "assign": [Case(lambda F, v, x: _nothing(F.assign(v, x)), lambda x: x, (A,),
                     var=((3, 4), "float32", "zeros", False)),
                Case(lambda F, v, x: _nothing(F.assign(v, v + x)), lambda x: x + 1.0, (A,),

@@ -5,7 +5,8 @@ from spacegraph.reports.overhead import TARGETS, markdown
 
 def _result(update_torch):
     return {"act": {"tf": {1: [1.0, 0.98]}, "torch": {1: [0.8, 0.82]}},
-            "update": {"tf": [1.0], "torch": [update_torch]}, "startup": {"tf": [2.0], "torch": [4.0]},
+            "update": {"cartpole": {"tf": [1.0], "torch": [update_torch]}, "nature": {"tf": [0.93, 0.97],
+                                                                                     "torch": [0.5]}}, "startup": {"tf": [2.0], "torch": [4.0]},
             "imports": {"tf": [1.5], "torch": [1.0]}, "targets": TARGETS, "repeats": 2, "seconds": 2.0,
             "commit": "abc1234", "load_before": (1.0, 1.0, 1.0), "load_after": (1.0, 1.0, 1.0), "minutes": 1.0}
 
@@ -14,5 +15,7 @@ def test_table_marks_targets_met_and_missed():
     text = markdown(_result(0.95))
     assert "| act framework/hand, batch 1 | >= 0.95 | 0.99 (0.98-1.00) met | 0.81 (0.80-0.82) NOT met |" in text
     assert "| update hand/framework, CartPole MLP, batch 32 | >= 0.9 | 1.00 met | 0.95 met |" in text
+    assert ("| update hand/framework, Nature CNN (Pong frames), batch 32 | >= 0.9 | 0.95 (0.93-0.97) met | "
+            "0.50 NOT met |") in text
     assert "first progress line (s) | <= 3.0 | 2.00 met | 4.00 NOT met |" in text
     assert "0.89 NOT met" in markdown(_result(0.89))

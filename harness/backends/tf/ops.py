@@ -176,6 +176,40 @@ class TFOps:
     def assign(var: tf.Variable, value: Any) -> Any:
         return var.assign(value)
 
+    @staticmethod
+    def adam_update(variables: Sequence[tf.Variable], grads: Sequence[Any], m: Sequence[tf.Variable],
+                    v: Sequence[tf.Variable], step: Any, learning_rate: float, beta1: float, beta2: float,
+                    epsilon: float) -> None:
+        # TF's fused kernel computes w -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps_hat): with
+        # eps_hat = epsilon * sqrt(1 - b2^t) that is exactly the protocol's epsilon outside sqrt(v_hat).
+        t = tf.cast(step, tf.float64)
+        p1, p2 = tf.pow(tf.constant(beta1, tf.float64), t), tf.pow(tf.constant(beta2, tf.float64), t)
+        eps_hat = epsilon * tf.sqrt(1.0 - p2)
+        for var, g, m_, v_ in zip(variables, grads, m, v):
+            d = var.dtype
+            tf.raw_ops.ResourceApplyAdam(
+                var=var.handle, m=m_.handle, v=v_.handle, beta1_power=tf.cast(p1, d), beta2_power=tf.cast(p2, d),
+                lr=tf.constant(learning_rate, d), beta1=tf.constant(beta1, d), beta2=tf.constant(beta2, d),
+                epsilon=tf.cast(eps_hat, d), grad=tf.cast(g, d))
+
+    @staticmethod
+    def rmsprop_update(variables: Sequence[tf.Variable], grads: Sequence[Any], ms: Sequence[tf.Variable],
+                       mg: Sequence[tf.Variable] | None, mom: Sequence[tf.Variable] | None, learning_rate: float,
+                       decay: float, momentum: float, epsilon: float) -> None:
+        # Elementwise ops inside one tf.function (TF's ResourceApply*RMSProp kernels need a momentum slot and
+        # have no max(., 0) guard on the centered variance).
+        for i, (var, g) in enumerate(zip(variables, grads)):
+            new_ms = ms[i].assign(decay * ms[i] + (1.0 - decay) * tf.square(g))
+            if mg is not None:
+                new_mg = mg[i].assign(decay * mg[i] + (1.0 - decay) * g)
+                denom = tf.sqrt(tf.maximum(new_ms - tf.square(new_mg), 0.0) + epsilon)
+            else:
+                denom = tf.sqrt(new_ms + epsilon)
+            if mom is not None:
+                var.assign_sub(mom[i].assign(momentum * mom[i] + learning_rate * g / denom))
+            else:
+                var.assign_sub(learning_rate * g / denom)
+
     def gradients(self, loss: Any, variables: Sequence[tf.Variable]) -> list[Any]:
         """d loss / d variable for each variable (zeros where the loss does not depend on it).
 

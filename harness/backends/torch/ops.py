@@ -7,6 +7,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
+from torch.optim.adam import adam as torch_adam
 
 from harness.backends.ops import ACTIVATIONS, same_padding
 
@@ -254,6 +255,46 @@ class TorchOps:
             return var.copy_(value)
         with torch.no_grad():
             return var.copy_(value)
+
+    @staticmethod
+    def adam_update(variables: Sequence[Any], grads: Sequence[Any], m: Sequence[Any], v: Sequence[Any], step: Any,
+                    learning_rate: float, beta1: float, beta2: float, epsilon: float) -> None:
+        # PyTorch's own Adam kernels (fused on CPU and CUDA: one pass over each variable instead of a dozen
+        # elementwise ops with their temporaries). They take per-variable float step tensors counting the
+        # steps taken before this one, and count them up themselves: fresh copies, the caller's step untouched.
+        before = step.detach().to(torch.float32) - 1.0
+        steps = [before.clone() for _ in variables]
+        fused = all(t.device.type in ("cpu", "cuda") for t in variables)
+        with torch.no_grad():
+            torch_adam(list(variables), list(grads), list(m), list(v), [], steps, foreach=not fused, fused=fused,
+                       amsgrad=False, beta1=beta1, beta2=beta2, lr=learning_rate, weight_decay=0.0, eps=epsilon,
+                       maximize=False)
+
+    @staticmethod
+    def rmsprop_update(variables: Sequence[Any], grads: Sequence[Any], ms: Sequence[Any], mg: Sequence[Any] | None,
+                       mom: Sequence[Any] | None, learning_rate: float, decay: float, momentum: float,
+                       epsilon: float) -> None:
+        # PyTorch's RMSprop puts epsilon outside the square root: the TF1 form written with multi-tensor ops.
+        variables, grads, ms = list(variables), list(grads), list(ms)
+        with torch.no_grad():
+            torch._foreach_mul_(ms, decay)
+            torch._foreach_addcmul_(ms, grads, grads, 1.0 - decay)
+            if mg is not None:
+                mg = list(mg)
+                torch._foreach_lerp_(mg, grads, 1.0 - decay)
+                denom = torch._foreach_addcmul(ms, mg, mg, -1.0)
+                torch._foreach_clamp_min_(denom, 0.0)
+                torch._foreach_add_(denom, epsilon)
+            else:
+                denom = torch._foreach_add(ms, epsilon)
+            torch._foreach_sqrt_(denom)
+            if mom is not None:
+                mom = list(mom)
+                torch._foreach_mul_(mom, momentum)
+                torch._foreach_addcdiv_(mom, grads, denom, learning_rate)
+                torch._foreach_sub_(variables, mom)
+            else:
+                torch._foreach_addcdiv_(variables, grads, denom, -learning_rate)
 
     @staticmethod
     def gradients(loss: Any, variables: Sequence[Any]) -> list[Any]:

@@ -63,22 +63,7 @@ class RMSProp(Optimizer):
         return ("rms",) + (("mean_grad",) if self.centered else ()) + (("momentum",) if self.momentum else ())
 
     def _apply(self, F: Any, grads: list[Any]) -> None:
-        rho, mu, lr = self.decay, self.momentum, self.learning_rate
-        for i, (var, g) in enumerate(zip(self._vars, grads)):
-            ms = self.slots["rms"][i]
-            new_ms = rho * ms + (1.0 - rho) * F.square(g)
-            F.assign(ms, new_ms)
-            if self.centered:
-                mg = self.slots["mean_grad"][i]
-                new_mg = rho * mg + (1.0 - rho) * g
-                F.assign(mg, new_mg)
-                denom = F.sqrt(F.maximum(new_ms - F.square(new_mg), 0.0) + self.epsilon)
-            else:
-                denom = F.sqrt(new_ms + self.epsilon)
-            if mu > 0.0:
-                mom = self.slots["momentum"][i]
-                new_mom = mu * mom + lr * g / denom
-                F.assign(mom, new_mom)
-                F.assign(var, var - new_mom)
-            else:
-                F.assign(var, var - lr * g / denom)
+        # One fused op per backend (F.rmsprop_update): the formula above over all variables at once.
+        F.rmsprop_update(self._vars, grads, self.slots["rms"], self.slots["mean_grad"] if self.centered else None,
+                         self.slots["momentum"] if self.momentum > 0.0 else None, self.learning_rate, self.decay,
+                         self.momentum, self.epsilon)

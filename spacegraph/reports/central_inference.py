@@ -10,8 +10,8 @@ Both modes train the same IMPALA config with one learner and ``n`` actors for a 
 
 Measured per point: env frames/s learned from, learner updates, and (central) the achieved inference
 batch in environments. Networks: ``mlp`` (CartPole, 2x64), ``mlp+lstm`` (and an LSTM of 64),
-``mlp-1m`` (CartPole, 4x512 dense, ~0.8M parameters: the large network; the component library has no
-residual block, so this stands in for the issue's ~1M-parameter ResNet), ``nature`` (Pong, the Nature
+``mlp-1m`` (CartPole, 4x512 dense, ~0.8M parameters), ``resnet`` (Pong, IMPALA's deep ResNet,
+`impala_resnet_layers`, 1.09M), ``resnet+lstm`` (and an LSTM of 256), ``nature`` (Pong, the Nature
 CNN, 1.7M) and ``nature+lstm`` (and an LSTM of 256). Transports: ``threads`` (actors as threads of the
 learner's process: any machine, GIL-bound) or ``tf-dist`` (actor processes, TF servers on 127.0.0.1).
 Each point runs in its own process::
@@ -40,6 +40,8 @@ NETWORKS = {
     "mlp+lstm": ("impala_cartpole", {"network": {"layers": DENSE, "lstm_units": 64}}),
     "mlp-1m": ("impala_cartpole", {"network": {"layers": [{"type": "dense", "units": 512, "activation": "relu"}] * 4,
                                                "lstm_units": None}}),
+    "resnet": ("impala_pong", {"network": {"layers": "impala_resnet", "lstm_units": None}}),
+    "resnet+lstm": ("impala_pong", {"network": {"layers": "impala_resnet", "lstm_units": 256}}),
     "nature": ("impala_pong", {}),
     "nature+lstm": ("impala_pong", {"network": {"layers": "nature", "lstm_units": 256}}),
 }
@@ -110,7 +112,9 @@ def markdown(result: dict[str, Any]) -> str:
              f"`{result['transport']}`, learner on `{result['device'] or 'cpu'}`, actors' own policies (actor-learner "
              f"mode) on the CPU; {result['seconds']:.0f} s windows after every actor delivered; PyTorch backend. "
              "Frames/s: env frames of the rollouts the learner learned from. Batch: the central mode's achieved "
-             "inference batch in environments (requests x envs per actor).", "",
+             "inference batch in environments (requests x envs per actor)."
+             + (f" 1-minute load average {result['load_average_start']:.1f} at the start and "
+                f"{result['load_average_end']:.1f} at the end." if "load_average_end" in result else ""), "",
              "| network | params | actors | actor-learner frames/s | central frames/s | central / actor-learner | "
              "central batch (envs) |", "|---|---|---|---|---|---|---|"]
     for network, rows in result["points"].items():
@@ -132,7 +136,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--networks", default="mlp,mlp+lstm,mlp-1m,nature")
+    parser.add_argument("--networks", default="mlp,mlp+lstm,mlp-1m,resnet,resnet+lstm,nature,nature+lstm")
     parser.add_argument("--actors", default="2,4,8,16")
     parser.add_argument("--transport", choices=["threads", "tf-dist"], default="threads")
     parser.add_argument("--device", default=None, help="the learner's device (cuda:0 on a GPU machine)")
@@ -157,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     result = {"date": time.strftime("%Y-%m-%d"), "machine": describe(info), "commit": commit,
               "transport": args.transport, "device": args.device, "seconds": args.seconds, "actors": actors,
               "device_label": "GPU: " + "; ".join(info["gpus"]) if args.device and info.get("gpus") else "CPU only",
-              "points": {}, "notes": list(args.note)}
+              "points": {}, "notes": list(args.note), "load_average_start": os.getloadavg()[0]}
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SPACEGRAPH_VALIDATE": "0"}
     for network in args.networks.split(","):
         rows = result["points"].setdefault(network, {})
@@ -174,6 +178,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
                 except subprocess.TimeoutExpired:
                     rows[f"{mode}-{n}"] = {"error": f"timed out after {args.timeout:.0f} s"}
                 print(network, mode, n, rows[f"{mode}-{n}"], flush=True)
+    result["load_average_end"] = os.getloadavg()[0]
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.stem}.json").write_text(json.dumps(result, indent=1))

@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = Path(args.root).resolve()
     files = sorted(p for p in (root / args.package_dir).rglob("*.py") if p.name != "__init__.py")
-    every = [(module_name(p, root), p, m) for p in files for m in mutants(p.read_text())]
+    sources = {p: p.read_text() for p in files}
+    every = [(module_name(p, root), p, m) for p in files for m in mutants(sources[p])]
     # a random order, not sorted: every prefix of it is a random sample too, so an interrupted run still reports one
     if args.mutants:
         where = {f"{module}:{m.index}": k for k, (module, _, m) in enumerate(every)}
@@ -186,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     baseline: dict[str, str] = {}
     for k, i in enumerate(chosen):
         module, path, mutant = every[i]
+        if path.read_text() != sources[path]:  # the mutant indices were taken from the old text: stop
+            print(f"mutation_run: {path} changed since the run started; run on a tree nobody edits (e.g. "
+                  f"`git archive HEAD | tar -x -C DIR`)", file=sys.stderr)
+            return 2
         if module not in stems:
             stems[module] = selection(module, Path(args.tests), Path(args.specs) if args.specs else None)
         select = ["-k", " or ".join(stems[module])] if stems.get(module) else []

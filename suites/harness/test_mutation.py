@@ -163,3 +163,22 @@ def test_this_repositorys_selections() -> None:
     assert selection("reference_agents.components.memories.host_frame_replay", tests, specs) == \
         ["test_host_frame_replay"]
     assert "test_queues" in selection("reference_agents.components.queues.blocking", tests, specs)
+
+
+def test_a_module_changed_during_the_run_stops_it(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    from harness.testing import mutation_run
+
+    monkeypatch.chdir(project)
+    add = next(m.index for m in mutants(TINY) if m.what == "Add -> Sub")
+
+    def edit_then_run(*args: object, **kwargs: object) -> tuple[str, float]:
+        (project / "tinypkg" / "tiny.py").write_text(TINY + "\n# edited\n")
+        return "killed", 0.0
+
+    monkeypatch.setattr(mutation_run, "run_unmutated", lambda *a, **k: "survived")
+    monkeypatch.setattr(mutation_run, "timed", edit_then_run)
+    args = ["--package-dir", "tinypkg", "--tests", "test_strong.py", "--out", str(tmp_path / "r"),
+            "--mutants", f"tinypkg.tiny:{add}", f"tinypkg.tiny:{add}"]
+    assert mutation_run.main(args) == 2
+    assert "tiny.py changed since the run started" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from harness.execution.executor import GraphExecutor
-from harness.graph.errors import SpacegraphError
+from harness.graph.errors import SpaceMismatchError, SpacegraphError
 from harness.spaces import BoolBox, Dict, Space, Tuple
 from harness.specs import LoadedSpec, Tolerance
 from harness.testing.strategies import from_space
@@ -363,7 +363,11 @@ def check_in_space(spec: LoadedSpec, backend: str) -> None:
 
 
 def check_bad_spaces(spec: LoadedSpec, backend: str) -> None:
-    """Each ``bad_spaces`` entry makes the build fail with a SpacegraphError naming the component's scope."""
+    """Each ``bad_spaces`` entry makes the build fail with a SpaceMismatchError naming the component's scope.
+
+    A space check must refuse it: another SpacegraphError (a `BuildError` wrapping a backend error
+    raised while the graph functions ran on the bad space) means the space got past the checks.
+    """
     problems = []
     for i, entry in enumerate(spec.spec.bad_spaces):
         spaces = {**spec.spec.input_spaces, **entry}
@@ -371,10 +375,13 @@ def check_bad_spaces(spec: LoadedSpec, backend: str) -> None:
         scope = component.global_scope
         try:
             GraphExecutor(component, spaces, backend=backend, seed=spec.spec.seed, api_methods=list(spec.spec.methods))
-        except SpacegraphError as exc:
+        except SpaceMismatchError as exc:
             if scope not in str(exc):
                 problems.append(f"bad_spaces.{i} {entry}: {type(exc).__name__} does not name the component's "
                                 f"scope {scope!r}: {exc}")
+        except SpacegraphError as exc:
+            problems.append(f"bad_spaces.{i} {entry}: no space check refused it; the build failed later with "
+                            f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001 - what the check is about
             problems.append(f"bad_spaces.{i} {entry}: the build raised {type(exc).__name__} (not a "
                             f"SpacegraphError, so a backend exception reached the user): {exc}")

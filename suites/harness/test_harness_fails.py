@@ -69,6 +69,10 @@ EXPECTED: dict[str, dict[str, list[str]]] = {
         "bad-spaces": ["silent_bad_space.yaml", "check 'bad-spaces' on {backend}", "bad_spaces.0",
                        "int64[B,4]", "accepted the space silently"],
     },
+    "late_bad_space": {
+        "bad-spaces": ["late_bad_space.yaml", "check 'bad-spaces' on {backend}", "bad_spaces.0",
+                       "no space check refused it; the build failed later with BuildError"],
+    },
     "silent_bad_config": {
         "bad-configs": ["silent_bad_config.yaml", "check 'bad-configs' on {backend}", "2 problem(s)",
                         "bad_configs.0", "the ValueError names none of ['factor']",

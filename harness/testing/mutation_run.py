@@ -162,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant")
     parser.add_argument("--equivalent", default=None, help="JSON {module:index: why} of equivalent mutants")
+    parser.add_argument("--whole-suite", action="store_true",
+                        help="run all of --tests for every mutant, not only the tests selected for its module "
+                             "(to confirm survivors: a parent component's spec may kill a child's mutant)")
     parser.add_argument("--mutants", nargs="+", default=None, metavar="MODULE:INDEX",
                         help="run exactly these mutants (e.g. the survivors of an earlier run), not a sample")
     parser.add_argument("--out", required=True, help="writes OUT.json and OUT.md")
@@ -192,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"`git archive HEAD | tar -x -C DIR`)", file=sys.stderr)
             return 2
         if module not in stems:
-            stems[module] = selection(module, Path(args.tests), Path(args.specs) if args.specs else None)
+            stems[module] = [] if args.whole_suite else selection(module, Path(args.tests),
+                                                                  Path(args.specs) if args.specs else None)
         select = ["-k", " or ".join(stems[module])] if stems.get(module) else []
         pytest_args = ["-x", "-q", "-p", "no:cacheprovider", args.tests, *select]
         try:

@@ -233,3 +233,22 @@ def test_compressed_frames_count_their_blob_bytes_exactly():
         fill(store, atari_like_records(np.random.default_rng(10 + chunk), 1, 15, 1, stack=2, palette=50), 5)
         blobs = [b for b in store.packed if b is not None]
         assert store.frame_nbytes() == sum(map(len, blobs)) + BYTES_HEADER * len(blobs) + 8 * len(store.packed)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_small_batches_draw_uniformly_too(batch):
+    """Stratified masses split the total into ``batch`` strata: with 1 or 3 of them, a stratum boundary off by one
+    (all masses shifted down a stratum) would draw slot 0 far too often; 32,000 draws hide it, small batches not."""
+    from harness.testing import distributions as D
+
+    rows = atari_like_records(np.random.default_rng(3), 3, 40, 2, palette=100)
+    store = HostFrameReplay(32, (3, 3), 4, prioritized=False, frame_capacity=200, seed=0)
+    fill(store, rows, 8)
+    valid = np.flatnonzero(store.index.valid)
+    k = len(valid)
+    p0 = np.full(k, 1.0 / k)
+    n = D.sample_size_chi_square(p0, np.r_[np.full(k - 1, 1.0 / (k - 1)), 0.0])
+    slots = np.concatenate([store.sample(batch)[1] for _ in range(-(-n // batch))])
+    assert np.isin(slots, valid).all()
+    D.check_chi_square(D.Where("HostFrameReplay", "sample", "slots", "numpy"), np.searchsorted(valid, slots), p0,
+                       what=f"uniform over the valid transitions, {batch} per draw")

@@ -20,3 +20,13 @@ SPECS = Path(__file__).resolve().parents[2] / "specs" / "components"
 def test_nature_dqn_layers_are_the_ones_its_spec_builds() -> None:
     assert nature_dqn_layers() == load_spec(SPECS / "nn_network_nature_dqn.yaml").spec.config["layers"]
     assert nature_dqn_layers() is not nature_dqn_layers()  # a fresh list each call
+
+
+def test_a_layer_given_by_its_class_path_is_built_as_by_its_type_name() -> None:
+    from reference_agents.components.common import Dense
+    from reference_agents.components.nn import NeuralNetwork
+
+    by_path = NeuralNetwork([{"type": "reference_agents.components.common.Dense", "units": 3, "activation": "tanh"}])
+    by_name = NeuralNetwork([{"type": "dense", "units": 3, "activation": "tanh"}])
+    (a,), (b,) = by_path.layers, by_name.layers
+    assert type(a) is type(b) is Dense and (a.units, a.activation) == (b.units, b.activation) == (3, "tanh")

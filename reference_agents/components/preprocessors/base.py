@@ -11,21 +11,18 @@ from harness.graph import Component, api
 from harness.spaces import BoxSpace, FloatBox, IntBox, Space
 
 
-def check_number(owner: str, argument: str, value: Any, positive: bool = False, nonzero: bool = False) -> float:
+def check_number(owner: str, argument: str, value: Any, nonzero: bool = False) -> float:
     """``value`` as a float; raises ValueError naming ``argument`` unless it is a finite real number.
 
     Args:
         owner: the class name for the message.
         argument: the constructor argument's name.
         value: the value given.
-        positive: whether it must be > 0.
         nonzero: whether it must differ from 0.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
             or not math.isfinite(float(value)):
         raise ValueError(f"{owner}: {argument} must be a finite number; got {value!r}")
-    if positive and value <= 0:
-        raise ValueError(f"{owner}: {argument} must be > 0; got {value!r}")
     if nonzero and value == 0:
         raise ValueError(f"{owner}: {argument} must not be 0; got {value!r}")
     return float(value)

@@ -252,3 +252,13 @@ def test_small_batches_draw_uniformly_too(batch):
     assert np.isin(slots, valid).all()
     D.check_chi_square(D.Where("HostFrameReplay", "sample", "slots", "numpy"), np.searchsorted(valid, slots), p0,
                        what=f"uniform over the valid transitions, {batch} per draw")
+
+
+@pytest.mark.parametrize("compression", [None, "lz4"])
+def test_nbytes_is_the_frames_plus_every_array_of_the_index_and_trees(compression):
+    store = HostFrameReplay(50, (3, 3), 4, compression=compression, frame_capacity=80, seed=0)
+    fill(store, atari_like_records(np.random.default_rng(11), 2, 40, 3, palette=50), 7)
+    arrays = [v for part in (store.index, store.trees) for v in vars(part).values() if isinstance(v, np.ndarray)]
+    assert store.nbytes() == store.frame_nbytes() + sum(a.nbytes for a in arrays)
+    if compression is None:
+        assert store.frame_nbytes() == store.frames.nbytes

@@ -1,4 +1,7 @@
-"""Properties of epsilon-greedy exploration and the Ape-X rates that the spec harness cannot express."""
+"""Properties of epsilon-greedy exploration that the spec harness cannot express.
+
+The Ape-X rates (`apex_epsilons`, host-side NumPy) are tested in ``suites/components/test_apex_epsilons.py``.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import pytest
 from harness.execution.executor import GraphExecutor
 from harness.graph import Component, api
 from harness.testing.plugin import selected_backends
-from reference_agents.components.explorations import EpsilonGreedy, apex_epsilons
+from reference_agents.components.explorations import EpsilonGreedy
 from reference_agents.oracles.explorations import schedule_value
 from reference_agents.oracles.policies import DensePolicy
 
@@ -35,9 +38,6 @@ BAD_ARGUMENTS = [
     (lambda: EpsilonGreedy(3, {**LINEAR, "half_life": 3}), "a linear schedule takes keys"),
     (lambda: EpsilonGreedy(3, {**EXPONENTIAL, "half_life": -1}), "schedule['half_life'] must be a positive number"),
     (lambda: EpsilonGreedy(3, {**EXPONENTIAL, "to": -0.1}), "schedule['to'] must be a number in [0, 1]"),
-    (lambda: apex_epsilons(0), "num_workers must be a positive int; got 0"),
-    (lambda: apex_epsilons(4, epsilon=1.2), "epsilon must be a number in [0, 1]; got 1.2"),
-    (lambda: apex_epsilons(4, alpha=-1.0), "alpha must be a finite non-negative number; got -1.0"),
 ]
 
 
@@ -46,18 +46,6 @@ def test_bad_arguments_name_argument_and_value(make: Any, message: str) -> None:
     with pytest.raises(ValueError) as info:
         make()
     assert message in str(info.value)
-
-
-# ---- Ape-X rates --------------------------------------------------------------------------------------
-
-def test_apex_epsilons_follow_the_paper() -> None:
-    """eps_i = 0.4 ** (1 + 7 i / (N - 1)): 0.4 for the first actor, 0.4 ** 8 for the last."""
-    np.testing.assert_allclose(apex_epsilons(3), [0.4, 0.4 ** 4.5, 0.4 ** 8])
-    np.testing.assert_allclose(apex_epsilons(1), [0.4])
-    np.testing.assert_allclose(apex_epsilons(2, epsilon=0.5, alpha=1.0), [0.5, 0.25])
-    rates = apex_epsilons(360)
-    assert rates.shape == (360,) and np.all(np.diff(rates) < 0)
-    assert rates[0] == pytest.approx(0.4) and rates[-1] == pytest.approx(0.4 ** 8)
 
 
 # ---- schedules ------------------------------------------------------------------------------------------

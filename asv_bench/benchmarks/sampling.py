@@ -110,3 +110,37 @@ class PongSamplingVsRLlib(_Sampling):
         return ours / rllib
 
     track_worker_over_rllib.unit = "ratio"
+
+
+_OVERHEAD: dict = {}
+
+
+class SamplingOverhead:
+    """Our worker over the hand-written loop it replaces (`spacegraph.reports.sampling_overhead`), per N.
+
+    ``track_act_over_direct``: the worker acting, not observing, over the direct loop (the same work; issue 18's
+    target 0.85); ``track_observing_over_direct``: the worker also observing (n-step and replay insert).
+    """
+
+    params = (grid(["tf", "torch"], ["torch"]), grid(["cartpole", "pong"], ["cartpole"]), grid([1, 4, 16], [1]))
+    param_names = ["backend", "config", "num_envs"]
+    timeout = 600
+
+    def setup(self, backend, config, num_envs):
+        from spacegraph.reports.sampling_overhead import measure
+
+        key = (backend, config, num_envs, quick())
+        if key not in _OVERHEAD:  # one measurement serves both track methods run in this process
+            _OVERHEAD[key] = measure(backend, config, num_envs, seconds=0.3 if quick() else 4.0,
+                                     rounds=2 if quick() else 4)
+        self.result = _OVERHEAD[key]
+
+    def track_act_over_direct(self, backend, config, num_envs):
+        return self.result["worker_act_over_direct"]
+
+    track_act_over_direct.unit = "ratio"
+
+    def track_observing_over_direct(self, backend, config, num_envs):
+        return self.result["worker_over_direct"]
+
+    track_observing_over_direct.unit = "ratio"

@@ -7,6 +7,9 @@
   interleaved rounds, median of the per-round CPU-time ratios) at batch 1, 4, 16, 64;
 - update: hand/framework time of one DQN update at batch 32, CartPole's MLP and Pong's Nature CNN
   (`update_overhead`, interleaved rounds, median of the CPU-time rates);
+- sampling: frames/CPU-s of our worker acting (not observing) over the same vector environment stepped
+  by a hand-written loop calling the same Q-network (`sampling_overhead`), CartPole and Pong at 1, 4
+  and 16 environments; the worker observing too is shown beside it;
 - start-up: seconds to the first progress line of ``spacegraph train dqn_cartpole``
   (`startup_time`), the median of ``--repeats`` fresh processes.
 
@@ -25,21 +28,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-TARGETS = {"act": 0.95, "update": 0.9, "startup_s": 3.0}
+TARGETS = {"act": 0.95, "update": 0.9, "sampling": 0.85, "startup_s": 3.0}
+#: The sampling comparison's points: config and numbers of environments.
+SAMPLING_POINTS = {"cartpole": (1, 4, 16), "pong": (1, 4, 16)}
 #: The update's networks (`update_overhead.CONFIGS`) with their row labels.
 UPDATE_NETWORKS = {"cartpole": "CartPole MLP", "nature": "Nature CNN (Pong frames)"}
 
 
 def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, seconds: float = 2.0,
-            batch_sizes: tuple[int, ...] = (1, 4, 16, 64)) -> dict[str, Any]:
+            batch_sizes: tuple[int, ...] = (1, 4, 16, 64), sampling_points: dict | None = None) -> dict[str, Any]:
     """All figures of the report (see the module docstring)."""
-    from spacegraph.reports import act_measure, update_overhead
+    from spacegraph.reports import act_measure, sampling_overhead, update_overhead
     from spacegraph.reports.startup_time import first_progress_seconds
 
     load0, t0 = os.getloadavg(), time.perf_counter()
     act: dict[str, dict[int, list[float]]] = {b: {n: [] for n in batch_sizes} for b in backends}
     update: dict[str, dict[str, list[float]]] = {n: {b: [] for b in backends} for n in UPDATE_NETWORKS}
     startup: dict[str, list[float]] = {b: [] for b in backends}
+    points = SAMPLING_POINTS if sampling_points is None else sampling_points
+    sampling: dict[str, dict[str, dict[str, list[float]]]] = {
+        f"{config}-{n}": {b: {"act": [], "observing": []} for b in backends} for config, ns in points.items() for n in ns}
     imports: dict[str, list[float]] = {b: [] for b in backends}
     for _ in range(repeats):
         result = act_measure.measure(backends, batch_sizes, seconds=seconds, rounds=6)
@@ -49,11 +57,17 @@ def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, secon
             for b in backends:
                 update[network][b].append(update_overhead.measure(b, 32, seconds=seconds, rounds=6,
                                                                   network=network)["ratio"])
+        for config, ns in points.items():
+            for n in ns:
+                for b in backends:
+                    point = sampling_overhead.measure(b, config, n, seconds=seconds, rounds=4)
+                    sampling[f"{config}-{n}"][b]["act"].append(point["worker_act_over_direct"])
+                    sampling[f"{config}-{n}"][b]["observing"].append(point["worker_over_direct"])
         for b in backends:
             startup[b].append(first_progress_seconds(b))
             imports[b].append(import_seconds(b))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    return {"act": act, "update": update, "startup": startup, "imports": imports, "targets": TARGETS,
+    return {"act": act, "update": update, "sampling": sampling, "startup": startup, "imports": imports, "targets": TARGETS,
             "repeats": repeats, "seconds": seconds, "commit": commit, "load_before": load0,
             "load_after": os.getloadavg(),
             "minutes": (time.perf_counter() - t0) / 60}
@@ -96,17 +110,26 @@ def markdown(r: dict[str, Any]) -> str:
         if network in r["update"]:
             lines.append(f"| update hand/framework, {label}, batch 32 | >= {t['update']} | "
                          + " | ".join(_cell(r["update"][network][b], t["update"]) for b in backends) + " |")
+    for point, by_backend in r.get("sampling", {}).items():
+        config, n = point.rsplit("-", 1)
+        lines.append(f"| sampling worker/direct loop, {config.capitalize()}, {n} env(s): acting "
+                     f"(observing too) | >= {t['sampling']} | "
+                     + " | ".join(f"{_cell(by_backend[b]['act'], t['sampling'])} "
+                                  f"({statistics.median(by_backend[b]['observing']):.2f})" for b in backends) + " |")
     lines.append(f"| start-up: `spacegraph train dqn_cartpole` to first progress line (s) | <= {t['startup_s']} | "
                  + " | ".join(_cell(r["startup"][b], t["startup_s"], False) for b in backends) + " |")
     if r.get("imports"):
         lines.append("| of which: `import tensorflow` / `import torch` alone in a fresh interpreter (s) | - | "
                      + " | ".join(f"{statistics.median(r['imports'][b]):.2f}" for b in backends) + " |")
-    lines += ["", "Not measured here: sampling against a direct loop, and wall-clock to solved against RLlib "
-              "(`reports/dqn_learning_vs_rllib.md`). Start-up is wall-clock time of a fresh process and "
+    lines += ["", "Not measured here: wall-clock to solved against RLlib (`reports/dqn_learning_vs_rllib.md`). "
+              "Sampling: the worker acting through the framework, not observing, against a hand-written loop "
+              "doing the same (the Q-network called directly, epsilon-greedy in NumPy, the same `VectorEnv`); "
+              "in brackets the worker observing too (n-step folding and replay insert). Start-up is wall-clock time of a fresh process and "
               "moves with the machine's load (the framework import alone is most of it).", "",
               "Rebuild: `OMP_NUM_THREADS=1 python -m spacegraph.reports.overhead --out reports --repeats 2`; "
               "the same comparisons run in asv as `act.ActThroughput.track_ratio`, "
-              "`update.DQNUpdate.track_hand_over_framework` and `startup.TrainStartup.track_first_progress_seconds`.",
+              "`update.DQNUpdate.track_hand_over_framework`, `sampling.SamplingOverhead.track_act_over_direct` and "
+              "`startup.TrainStartup.track_first_progress_seconds`.",
               ""]
     return "\n".join(lines)
 

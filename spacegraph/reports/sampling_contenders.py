@@ -6,6 +6,8 @@ and ``close()``:
 * `RawContender`: N environments in a `VectorEnv` stepped with uniformly random actions;
 * `WorkerContender`: `VectorEnvWorker` with a DQN agent acting (explore) and observing, never
   updating, its calls timed on CPU time (`TimedAgent`) for a breakdown;
+* `DirectLoopContender`: the same `VectorEnv` with the agent's Q-network written by hand and called
+  directly (acting and stepping only: the floor for a worker that does not observe);
 * `RLlibContender`: RLlib's DQN env runner (new API stack, PyTorch) sampling, no learner.
 
 Importing this module sets ``OPENBLAS_NUM_THREADS=1`` unless it is set (NumPy's BLAS
@@ -131,12 +133,15 @@ class WorkerContender:
     the environments, the worker's own bookkeeping).
     """
 
-    def __init__(self, agent: Any, factory: Callable[[], Any], num_envs: int, seed: int = 0) -> None:
+    def __init__(self, agent: Any, factory: Callable[[], Any], num_envs: int, seed: int = 0,
+                 observe: bool = True, timed: bool = True) -> None:
         from reference_agents.workers import VectorEnvWorker
 
-        self.timed = TimedAgent(agent)
-        self.worker = VectorEnvWorker(self.timed, factory, num_envs=num_envs, seed=seed, observe=True, update=False,
-                                      explore=True)
+        # timed=False: the agent itself, without the two clock reads per call a breakdown needs (for ratios
+        # against a hand-written loop, which reads no clocks either); `breakdown` is then unavailable.
+        self.timed = TimedAgent(agent) if timed else agent
+        self.worker = VectorEnvWorker(self.timed, factory, num_envs=num_envs, seed=seed, observe=observe,
+                                      update=False, explore=True)
         self.num_envs = num_envs
         self.frames_per_step = self.worker.frames_per_step
 
@@ -148,12 +153,15 @@ class WorkerContender:
         return stats.steps, stats.frames
 
     def reset_breakdown(self) -> None:
-        """Starts the act/observe time accounting over."""
-        self.timed.reset()
+        """Starts the act/observe time accounting over (nothing to do when not timed)."""
+        if isinstance(self.timed, TimedAgent):
+            self.timed.reset()
 
     def breakdown(self, seconds: float) -> dict[str, float]:
         """Shares of ``seconds`` (the CPU time of the timed rounds since `reset_breakdown`) spent acting, observing
-        (staging and inserting into replay) and elsewhere."""
+        (staging and inserting into replay) and elsewhere; empty when not timed."""
+        if not isinstance(self.timed, TimedAgent):
+            return {}
         act = self.timed.seconds["get_actions"]
         observe = self.timed.seconds["observe"] + self.timed.seconds["flush"]
         return {"act_share": act / seconds, "observe_share": observe / seconds,
@@ -161,6 +169,118 @@ class WorkerContender:
 
     def close(self) -> None:
         self.worker.close()
+
+
+class DirectLoopContender:
+    """The loop a worker replaces, written by hand: the same `VectorEnv`, the agent's Q-network called directly.
+
+    Each step calls the DQN agent's online Q-network (its weights, copied once) as hand-written code on
+    the agent's backend (`q_network_by_hand`) on the observations, picks epsilon-greedy actions with
+    NumPy (``epsilon`` fixed; the Q-values are computed for every step either way) and steps the
+    environments. Nothing is observed or stored: this is the floor for acting and stepping, what
+    `WorkerContender` with ``observe=False`` does through the framework.
+    """
+
+    def __init__(self, agent: Any, factory: Callable[[], Any], num_envs: int, seed: int = 0,
+                 epsilon: float = 0.1) -> None:
+        from reference_agents.workers import VectorEnv
+
+        self.q_values = q_network_by_hand(agent)
+        self.envs = VectorEnv(factory, num_envs)
+        self.num_envs = num_envs
+        self.frames_per_step = self.envs.frames_per_step
+        self.num_actions = int(self.envs.action_space.n)
+        self.rng = np.random.default_rng(seed)
+        self.epsilon = float(epsilon)
+        self.obs = self.envs.reset(seed=seed)
+
+    def chunk(self, steps: int) -> tuple[int, int]:
+        """Acts and steps until at least ``steps`` env steps (summed over environments) are done."""
+        done, n = 0, self.num_envs
+        while done < steps:
+            greedy = np.argmax(self.q_values(self.obs), axis=-1)
+            explore = self.rng.random(n) < self.epsilon
+            actions = np.where(explore, self.rng.integers(0, self.num_actions, n), greedy)
+            self.obs = self.envs.step(actions)[5]
+            done += n
+        return done, int(round(done * self.frames_per_step))
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+def q_network_by_hand(agent: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """The DQN agent's online Q-network as hand-written code on its backend: NumPy observations in, Q-values out.
+
+    Covers the two networks the sampling configs use: the Nature CNN with a dueling head on uint8
+    frames divided by 255 (`act_throughput.hand_written`, wrapped to take the uint8 frames), and a
+    one-hidden-layer relu MLP with a dueling head. Checked against the agent's own ``q_values`` on
+    observations drawn from its state space before it is returned.
+
+    Raises:
+        ValueError: for another network; AssertionError when the hand-written Q-values differ.
+    """
+    from spacegraph.reports.act_throughput import hand_written
+
+    backend = agent.executor.backend.name
+    weights = {k: v for k, v in agent.executor.get_weights().items() if "/q_network/" in f"/{k}"}
+    layers = [k.split("/")[-2] for k in weights if "/network/" in k and k.endswith("/kernel")]
+    if layers == ["conv2d_0", "conv2d_1", "conv2d_2", "dense_4"]:
+        q = _uint8_frames(backend, hand_written(backend, weights))
+    elif layers == ["dense_0"]:
+        def weight(path: str) -> np.ndarray:
+            return next(v for k, v in weights.items() if k.endswith(f"/q_network/{path}"))
+        q = _dueling_mlp(backend, *(weight(f"{layer}/{kind}") for layer in ("network/dense_0", "dueling_head/value",
+                                                                            "dueling_head/advantage")
+                                    for kind in ("kernel", "bias")))
+    else:
+        raise ValueError(f"q_network_by_hand: no hand-written network for the layers {layers}")
+    probe = agent.state_space.with_batch_rank().sample(size=5, rng=0)
+    np.testing.assert_allclose(q(probe), agent.executor.execute("q_values", probe), rtol=1e-4, atol=1e-4)
+    return q
+
+
+def _uint8_frames(backend: str, actor: Callable[[Any], Any]) -> Callable[[np.ndarray], np.ndarray]:
+    """``actor`` (float32 frames in [0, 1]) taking uint8 frames, divided by 255 inside the backend call."""
+    if backend == "torch":
+        import torch
+
+        def q_torch(obs: np.ndarray) -> np.ndarray:
+            return actor(torch.from_numpy(obs).to(torch.float32).mul_(1.0 / 255.0)).numpy()
+        return q_torch
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 84, 84, 4], tf.uint8)], autograph=False)
+    def scaled(obs: Any) -> Any:
+        return actor(tf.cast(obs, tf.float32) / 255.0)
+    return lambda obs: scaled(obs).numpy()
+
+
+def _dueling_mlp(backend: str, k0: np.ndarray, b0: np.ndarray, vk: np.ndarray, vb: np.ndarray, ak: np.ndarray,
+                 ab: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """``h = relu(x @ k0 + b0)`` then the dueling head ``V + A - mean(A)`` by hand, NumPy in and out."""
+    if backend == "torch":
+        import torch
+
+        t = torch.from_numpy
+        k0_, b0_, vk_, vb_, ak_, ab_ = (t(np.array(w)) for w in (k0, b0, vk, vb, ak, ab))
+
+        @torch.no_grad()
+        def q_torch(obs: np.ndarray) -> np.ndarray:
+            h = torch.relu(t(obs) @ k0_ + b0_)
+            a = h @ ak_ + ab_
+            return (h @ vk_ + vb_ + a - a.mean(-1, keepdim=True)).numpy()
+        return q_torch
+    import tensorflow as tf
+
+    k0_, b0_, vk_, vb_, ak_, ab_ = (tf.constant(w) for w in (k0, b0, vk, vb, ak, ab))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, k0.shape[0]], tf.float32)], autograph=False)
+    def q_tf(obs: Any) -> Any:
+        h = tf.nn.relu(tf.matmul(obs, k0_) + b0_)
+        a = tf.matmul(h, ak_) + ab_
+        return tf.matmul(h, vk_) + vb_ + a - tf.reduce_mean(a, axis=-1, keepdims=True)
+    return lambda obs: q_tf(obs).numpy()
 
 
 class RLlibContender:

@@ -629,3 +629,17 @@ def test_to_device_keeps_the_structure_and_makes_backend_tensors(backend: str, b
     for got, want in ((moved["x"], A), (moved["pair"][0], IDX), (moved["pair"][1][0], MASK)):
         assert b.is_tensor(got)
         np.testing.assert_array_equal(b.to_numpy(got), want)
+
+
+def test_torch_draws_follow_a_device_context(backends: list[str]) -> None:
+    """Random draws come from the seeded CPU generator and move to the device a placed step runs on."""
+    if "torch" not in backends:
+        pytest.skip("torch is not selected/installed")
+    import torch
+
+    ops = get_backend("torch").ops
+    assert ops.random_uniform([3]).device.type == "cpu"
+    with torch.device("meta"):  # a device context as `TorchBackend.place` opens for a step on another device
+        assert ops.random_uniform([3]).device.type == "meta"
+        assert ops.random_normal([2, 2]).device.type == "meta"
+    assert ops.random_normal([3]).device.type == "cpu"

@@ -31,6 +31,15 @@ def _dt(dtype: Any) -> Any:
         return found
 
 
+def _same_kind_number(value: Any, like: Any) -> bool:
+    """Whether ``value`` is a Python number that ``like``'s dtype holds as it is (a float for a float tensor,
+    an int for an integer tensor; never a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return like.dtype.is_floating_point if isinstance(value, float) else not like.dtype.is_floating_point \
+        and like.dtype is not torch.bool
+
+
 def _tensor_like(value: Any, like: Any) -> Any:
     return value if isinstance(value, torch.Tensor) else torch.as_tensor(value, dtype=like.dtype, device=like.device)
 
@@ -127,8 +136,18 @@ class TorchOps:
     def where(cond: Any, a: Any, b: Any) -> Any:
         return torch.where(cond, a, b)
 
-    maximum = staticmethod(lambda a, b: torch.maximum(a, _tensor_like(b, a)))
-    minimum = staticmethod(lambda a, b: torch.minimum(a, _tensor_like(b, a)))
+    @staticmethod
+    def maximum(a: Any, b: Any) -> Any:
+        # A Python number of the tensor's kind is a clamp: one op, no scalar tensor made per call.
+        if _same_kind_number(b, a):
+            return torch.clamp(a, min=b)
+        return torch.maximum(a, _tensor_like(b, a))
+
+    @staticmethod
+    def minimum(a: Any, b: Any) -> Any:
+        if _same_kind_number(b, a):
+            return torch.clamp(a, max=b)
+        return torch.minimum(a, _tensor_like(b, a))
     clip = staticmethod(lambda x, low, high: torch.clamp(x, low, high))
     abs = staticmethod(torch.abs)
     exp = staticmethod(torch.exp)
@@ -237,12 +256,18 @@ class TorchOps:
     # randomness (seeded per executor): drawn by the CPU generator, then moved to the device the step runs on
     # (a step placed on a GPU creates its tensors there), so a seed gives the same draws on every device
     def _drawn(self, sample: Any) -> Any:
+        # No torch-function mode active means no device context (`with device:` or set_default_device): the
+        # default device is the CPU. That check costs ~0.05 us; get_default_device ~4 us per draw.
+        if not torch._C._len_torch_function_stack():
+            return sample
         device = torch.get_default_device()
         return sample if device.type == "cpu" else sample.to(device)
 
     def random_uniform(self, shape: Any, low: float = 0.0, high: float = 1.0, dtype: str = "float32") -> Any:
-        u = torch.rand(tuple(int(s) for s in shape), generator=self._gen, dtype=_dt(dtype), device="cpu")
-        return self._drawn(u) * (high - low) + low
+        # One op: uniform_ draws in [low, high) directly (rand, a multiply and an add were three).
+        u = torch.empty(tuple(int(s) for s in shape), dtype=_dt(dtype), device="cpu").uniform_(low, high,
+                                                                                             generator=self._gen)
+        return self._drawn(u)
 
     def random_normal(self, shape: Any, mean: float = 0.0, std: float = 1.0, dtype: str = "float32") -> Any:
         n = torch.randn(tuple(int(s) for s in shape), generator=self._gen, dtype=_dt(dtype), device="cpu")

@@ -142,14 +142,16 @@ class EpsilonGreedy(Component):
     @graph_fn(output_spaces=_epsilon_space)
     def _graph_fn_epsilon(self, F: Any, time_step: Any) -> Any:
         s = self.schedule
-        t = F.cast(F.maximum(F.cast(time_step, "int64"), 0), "float32")
+        t = F.cast(time_step, "float32")
         if s["type"] == "constant":
             eps = F.zeros_like(t) + s["value"]
         elif s["type"] == "linear":
-            eps = s["from"] + (s["to"] - s["from"]) * (F.minimum(t, float(s["steps"])) / float(s["steps"]))
+            # from + (to - from) * t / steps is monotone in t: clipping it into [min, max] of from and to holds
+            # it at 'from' before step 0 and at 'to' after 'steps' (no separate max(t, 0) and min(t, steps)).
+            eps = t * ((s["to"] - s["from"]) / float(s["steps"])) + s["from"]
         else:
-            eps = s["to"] + (s["from"] - s["to"]) * F.exp(t * (-math.log(2.0) / s["half_life"]))
-        # clipped into the schedule's range: float32 rounding may step outside by one ulp
+            eps = s["to"] + (s["from"] - s["to"]) * F.exp(F.maximum(t, 0.0) * (-math.log(2.0) / s["half_life"]))
+        # clipped into the schedule's range (also against float32 rounding stepping outside by one ulp)
         return F.clip(eps, self.epsilon_low, self.epsilon_high)
 
     @graph_fn(output_spaces=_explore_space)

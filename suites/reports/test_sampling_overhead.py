@@ -1,0 +1,70 @@
+"""The hand-written loop of the sampling-overhead comparison computes what the agent computes, and is measured."""
+
+import numpy as np
+import pytest
+
+from spacegraph.reports import sampling_contenders as sc
+from spacegraph.reports.sampling_overhead import measure
+
+
+def _agent(backend, config=sc.CARTPOLE_CONFIG, **network):
+    from reference_agents.agents import DQNAgent
+
+    cfg = sc.load_config(config)
+    cfg["network"] = {**cfg["network"], **network}
+    return DQNAgent(cfg, backend=backend, seed=3)
+
+
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+def test_the_hand_written_q_network_is_the_agents(backend):
+    agent = _agent(backend)
+    q = sc.q_network_by_hand(agent)  # checks itself against agent.q_values on drawn states
+    states = np.random.default_rng(1).uniform(-0.4, 0.4, (7, 4)).astype(np.float32)  # inside the pole-angle bound
+    np.testing.assert_allclose(q(states), agent.q_values(states), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+def test_the_hand_written_nature_network_takes_uint8_frames(backend):
+    agent = _agent(backend, sc.PONG_CONFIG)
+    frames = np.random.default_rng(2).integers(0, 256, (3, 84, 84, 4), dtype=np.uint8)
+    np.testing.assert_allclose(sc.q_network_by_hand(agent)(frames), agent.q_values(frames), rtol=1e-4, atol=1e-4)
+
+
+def test_a_hand_written_network_that_differs_is_refused(monkeypatch):
+    agent = _agent("torch")
+    wrong = sc._dueling_mlp
+
+    def swapped(backend, k0, b0, vk, vb, ak, ab):  # the biases of the two streams swapped in: a planted bug
+        return wrong(backend, k0, b0, vk, vb + 0.5, ak, ab)
+    monkeypatch.setattr(sc, "_dueling_mlp", swapped)
+    with pytest.raises(AssertionError):
+        sc.q_network_by_hand(agent)
+
+
+def test_other_networks_are_named():
+    agent = _agent("torch", layers=[{"type": "dense", "units": 8, "activation": "relu"}] * 2)
+    with pytest.raises(ValueError, match=r"no hand-written network for the layers \['dense_0', 'dense_1'\]"):
+        sc.q_network_by_hand(agent)
+
+
+def test_the_direct_loop_steps_and_acts_greedily_at_epsilon_zero():
+    agent = _agent("torch")
+    loop = sc.DirectLoopContender(agent, sc.env_factory(sc.load_config(sc.CARTPOLE_CONFIG)), 3, epsilon=0.0)
+    obs = loop.obs
+    steps, frames = loop.chunk(1)
+    assert (steps, frames) == (3, 3)
+    greedy = np.argmax(agent.q_values(obs), -1)
+    # the same environments, reset with the same seed and stepped with the greedy actions, give the same states
+    check = sc.DirectLoopContender(agent, sc.env_factory(sc.load_config(sc.CARTPOLE_CONFIG)), 3, epsilon=0.0)
+    np.testing.assert_array_equal(check.envs.step(greedy)[5], loop.obs)
+    loop.close()
+    check.close()
+
+
+def test_measure_gives_both_ratios_for_one_point():
+    out = measure("torch", "cartpole", 2, seconds=0.2, rounds=2)
+    assert out["direct_frames_per_cpu_s"] > 0 and out["worker_frames_per_cpu_s"] > 0
+    assert out["worker_act_over_direct"] == pytest.approx(out["worker_act_frames_per_cpu_s"]
+                                                          / out["direct_frames_per_cpu_s"])
+    with pytest.raises(ValueError, match="config must be one of"):
+        measure("torch", "breakout", 1)

@@ -24,14 +24,14 @@ from reference_agents.oracles.frame_replay import atari_like_records, stack_reco
 MUTATION_COVERS = ("reference_agents.components.memories.frame_replay",
                    "reference_agents.components.memories.prioritized_replay")
 
-CAPACITY, ALPHA, EPSILON = 8, 0.7, 1e-6
+CAPACITY, ALPHA, BETA, EPSILON = 8, 0.7, 0.3, 1e-6
 
 
 def filled(backend: str, prioritized: bool) -> tuple[GraphExecutor, np.ndarray, np.ndarray]:
     """A replay of 8 valid transitions whose priorities were updated to 0.2 ... 10 (slot order shuffled)."""
     index = FrameIndex(CAPACITY, (2, 2), 1, frame_capacity=40, match_window=CAPACITY)
     graph = GraphExecutor(FrameReplay(CAPACITY, 1, frame_capacity=40, prioritized=prioritized, alpha=ALPHA,
-                                      epsilon=EPSILON),
+                                      beta=BETA, epsilon=EPSILON),
                           {"frame_slots": "int64[B]", "frames": "uint8[B,2,2]", "frame_prevs": "int64[B]",
                            "transitions": TRANSITION_SPACE, "dead_slots": "int64[B]", "indices": "int64[B]",
                            "num_records": "int64[]", "priorities": "float32[B]"}, backend=backend, seed=0)
@@ -77,9 +77,12 @@ def test_prioritized_replay_draws_by_priority_to_the_alpha(backend: str) -> None
     graph, valid, priorities = filled(backend, prioritized=True)
     p0 = per_probs(priorities, ALPHA)
     n = D.sample_size_chi_square(p0, per_probs(priorities, ALPHA * 1.05))
-    slots, _ = draws(graph, n)
-    D.check_chi_square(D.Where("FrameReplay", "get_records", "slots", backend), np.searchsorted(valid, slots), p0,
+    slots, weights = draws(graph, n)
+    pos = np.searchsorted(valid, slots)
+    D.check_chi_square(D.Where("FrameReplay", "get_records", "slots", backend), pos, p0,
                        what="p_i^alpha / sum_k p_k^alpha")
+    np.testing.assert_allclose(weights, (p0.min() / p0[pos]) ** BETA, rtol=1e-4,
+                               err_msg="importance weights (min_j P(j) / P(i))^beta")
 
 
 def test_the_uniform_check_fails_on_priority_driven_draws() -> None:
@@ -90,3 +93,14 @@ def test_the_uniform_check_fails_on_priority_driven_draws() -> None:
     drawn = np.random.default_rng(2).choice(CAPACITY, n, p=per_probs(priorities, 1.0))
     with pytest.raises(D.DistributionMismatch):
         D.check_chi_square(D.Where("FrameReplay", "get_records", "slots", "numpy"), drawn, p0)
+
+
+def test_frame_replay_has_the_prioritized_replays_defaults() -> None:
+    """"alpha, beta, epsilon: as `PrioritizedReplay`" (the docstring): the same defaults, which its specs test."""
+    import inspect
+
+    from reference_agents.components.memories import PrioritizedReplay
+
+    mine, theirs = inspect.signature(FrameReplay).parameters, inspect.signature(PrioritizedReplay).parameters
+    assert {k: mine[k].default for k in ("alpha", "beta", "epsilon")} == \
+        {k: theirs[k].default for k in ("alpha", "beta", "epsilon")}

@@ -94,7 +94,7 @@ def test_enough_frame_slots_keep_every_recent_transition_valid():
     store = HostFrameReplay(50, (3, 3), 4, frame_capacity=200, seed=0)
     oracle = FullStackReplay(50)
     fill(store, rows, 9, oracle)
-    assert len(assert_valid_equal_oracle(store, oracle)) == 50
+    assert len(assert_valid_equal_oracle(store, oracle)) == 50 == store.index.size
     assert store.index.frames_written < 1.15 * len(rows)  # frames once, plus episode starts and finals
 
 
@@ -262,3 +262,28 @@ def test_nbytes_is_the_frames_plus_every_array_of_the_index_and_trees(compressio
     assert store.nbytes() == store.frame_nbytes() + sum(a.nbytes for a in arrays)
     if compression is None:
         assert store.frame_nbytes() == store.frames.nbytes
+
+
+def test_sampling_an_empty_store_is_refused():
+    store = HostFrameReplay(8, (3, 3), 2, seed=0)
+    with pytest.raises(RuntimeError, match="no valid transition to sample"):
+        store.sample(4)
+    fill(store, atari_like_records(np.random.default_rng(12), 1, 6, 1, stack=2, palette=20), 6)
+    assert store.index.valid.any() and len(store.sample(4)[1]) == 4
+
+
+def test_uniform_replay_ignores_priority_updates():
+    """Without ``prioritized`` the priorities may be updated (the agent does) but the draws stay uniform."""
+    from harness.testing import distributions as D
+
+    rows = atari_like_records(np.random.default_rng(3), 3, 40, 2, palette=100)
+    store = HostFrameReplay(32, (3, 3), 4, prioritized=False, frame_capacity=200, seed=0)
+    fill(store, rows, 8)
+    valid = np.flatnonzero(store.index.valid)
+    store.update_priorities(valid, np.geomspace(0.01, 100.0, len(valid)).astype(np.float32))
+    p0 = np.full(len(valid), 1.0 / len(valid))
+    n = D.sample_size_chi_square(p0, np.r_[np.full(len(valid) - 1, 1.0 / (len(valid) - 1)), 0.0])
+    _, slots, weights = store.sample(n)
+    assert (weights == 1).all()
+    D.check_chi_square(D.Where("HostFrameReplay", "sample", "slots", "numpy"), np.searchsorted(valid, slots), p0,
+                       what="uniform over the valid transitions after priority updates")

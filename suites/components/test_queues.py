@@ -170,6 +170,9 @@ def test_prefetcher_surfaces_errors_and_the_end_of_the_stream() -> None:
     fn, _ = _counter(limit=2)
     with Prefetcher(fn) as p:
         assert [b[0, 0] for b in p] == [0, 1]
+        for _ in range(2):  # an ended stream stays ended: no wait for a batch that never comes
+            with pytest.raises(StopIteration):
+                p.next(timeout=0.5)
 
 
 def test_prefetcher_close_joins_the_thread_and_times_out_next() -> None:

@@ -287,3 +287,39 @@ def test_uniform_replay_ignores_priority_updates():
     assert (weights == 1).all()
     D.check_chi_square(D.Where("HostFrameReplay", "sample", "slots", "numpy"), np.searchsorted(valid, slots), p0,
                        what="uniform over the valid transitions after priority updates")
+
+
+@settings(max_examples=30, deadline=None)
+@given(capacity=st.integers(1, 40), seed=st.integers(0, 2**31))
+def test_host_trees_are_an_implicit_binary_tree_over_their_leaves(capacity, seed):
+    """`HostSumMinTrees` against a flat model: leaves 2^k >= capacity at nodes [leaves, 2 leaves), the root at 1
+    holding the sum (the min), and prefix-sum search finding the leaf whose cumulative interval holds the mass."""
+    from reference_agents.components.memories.host_frame_replay import HostSumMinTrees
+
+    rng = np.random.default_rng(seed)
+    trees = HostSumMinTrees(capacity)
+    leaves = trees.leaves
+    assert leaves >= capacity and leaves & (leaves - 1) == 0 and (leaves == 1 or leaves // 2 < capacity)
+    assert trees.sum.shape == trees.min.shape == (2 * leaves,)
+    flat_sum, flat_min = np.zeros(leaves, np.float32), np.full(leaves, np.inf, np.float32)
+    for _ in range(3):
+        slots = rng.integers(0, capacity, rng.integers(1, 8))
+        values = rng.uniform(0.5, 2.0, len(slots)).astype(np.float32)
+        trees.set(slots, values)
+        flat_sum[slots], flat_min[slots] = values, values  # the last of repeated slots wins, as in NumPy
+        np.testing.assert_allclose(trees.sum[leaves:], flat_sum)
+        np.testing.assert_allclose(trees.sum[1], flat_sum.sum(), rtol=1e-5)
+        assert trees.min[1] == flat_min.min()
+        masses = rng.uniform(0, 1, 16).astype(np.float32) * trees.sum[1] * np.float32(0.999)
+        want = np.minimum(np.searchsorted(np.cumsum(flat_sum.astype(np.float64)), masses, side="right"), leaves - 1)
+        np.testing.assert_array_equal(trees.prefix_sum_index(masses), want)
+
+
+def test_default_sizes_follow_their_documented_rules():
+    """Frame slots: capacity plus 0.5% spare plus two stacks; match window: capacity / 500 within [64, 4096]."""
+    from reference_agents.components.memories.frame_index import default_frame_capacity, default_match_window
+
+    for capacity, stack in ((1_000_000, 4), (40_000, 3), (199, 2), (10, 1)):
+        assert default_frame_capacity(capacity, stack) - capacity - 2 * stack == int(capacity * 0.005)
+    assert [default_match_window(c) for c in (1, 32_000, 32_499, 100_000, 2_048_000, 10**8)] == \
+        [64, 64, 64, 200, 4096, 4096]

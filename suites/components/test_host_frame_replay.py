@@ -323,3 +323,16 @@ def test_default_sizes_follow_their_documented_rules():
         assert default_frame_capacity(capacity, stack) - capacity - 2 * stack == int(capacity * 0.005)
     assert [default_match_window(c) for c in (1, 32_000, 32_499, 100_000, 2_048_000, 10**8)] == \
         [64, 64, 64, 200, 4096, 4096]
+
+
+def test_records_added_without_priorities_get_the_largest_priority_so_far():
+    """As `PrioritizedReplay.insert_records`: new records enter at the largest ``p`` seen, including the ``p`` of
+    records added with explicit priorities."""
+    store = HostFrameReplay(16, (3, 3), 2, alpha=0.5, epsilon=1e-6, frame_capacity=60, seed=0)
+    rows = atari_like_records(np.random.default_rng(13), 1, 12, 1, stack=2, palette=30)
+    first = store.add(stack_records(rows[:6]), priorities=np.full(6, 4.0, np.float32))
+    second = store.add(stack_records(rows[6:]))
+    leaves = store.trees.sum[store.trees.leaves:]
+    np.testing.assert_allclose(leaves[first[store.index.valid[first]]], 2.0, rtol=1e-5)   # (4 + 1e-6) ** 0.5
+    assert store.index.valid[second].any()
+    np.testing.assert_allclose(leaves[second[store.index.valid[second]]], 2.0, rtol=1e-5)

@@ -94,7 +94,7 @@ def test_enough_frame_slots_keep_every_recent_transition_valid():
     store = HostFrameReplay(50, (3, 3), 4, frame_capacity=200, seed=0)
     oracle = FullStackReplay(50)
     fill(store, rows, 9, oracle)
-    assert len(assert_valid_equal_oracle(store, oracle)) == 50 == store.index.size
+    assert len(assert_valid_equal_oracle(store, oracle)) == 50 == store.index.size == store.size
     assert store.index.frames_written < 1.15 * len(rows)  # frames once, plus episode starts and finals
 
 

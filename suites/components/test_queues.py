@@ -83,6 +83,21 @@ def test_put_times_out_with_the_records_not_taken(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_tuple_records_keep_their_structure_when_split(backend: str) -> None:
+    """Records may be tuples (a Tuple record space): a put that only partly fits splits each part alike."""
+    ex = GraphExecutor(FIFOQueue(3), {"records": "[B](int64[], float32[2])", "num_records": "int64[]"},
+                       backend=backend)
+    q = BlockingQueue(ex)
+    x = np.arange(5, dtype=np.int64)
+    with pytest.raises(queue.Full) as info:
+        q.put((x, np.stack([x, -x], 1).astype(np.float32)), timeout=0.1)
+    remaining = info.value.remaining
+    assert isinstance(remaining, tuple) and np.array_equal(remaining[0], [3, 4]) and remaining[1].shape == (2, 2)
+    got = q.get(3, timeout=0.5)
+    assert np.array_equal(got[0], [0, 1, 2]) and np.array_equal(got[1][:, 1], [0, -1, -2])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_get_times_out_without_dequeuing(backend: str) -> None:
     q = _blocking(backend, 4)
     q.put(_batch(0, 2))

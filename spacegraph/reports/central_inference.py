@@ -116,7 +116,7 @@ def markdown(result: dict[str, Any]) -> str:
              + (f" 1-minute load average {result['load_average_start']:.1f} at the start and "
                 f"{result['load_average_end']:.1f} at the end." if "load_average_end" in result else ""), "",
              "| network | params | actors | actor-learner frames/s | central frames/s | central / actor-learner | "
-             "central batch (envs) |", "|---|---|---|---|---|---|---|"]
+             "central batch (envs) | learner updates/s (actor-learner / central) |", "|---|---|---|---|---|---|---|---|"]
     for network, rows in result["points"].items():
         for n in result["actors"]:
             al, ce = rows.get(f"actor-learner-{n}", {}), rows.get(f"central-{n}", {})
@@ -127,8 +127,9 @@ def markdown(result: dict[str, Any]) -> str:
             ratio = (f"{ce['frames_per_s'] / al['frames_per_s']:.2f}x" if al.get("frames_per_s") and
                      "frames_per_s" in ce else "-")
             params = ce.get("params", al.get("params", 0))
+            updates = " / ".join(f"{r['updates_per_s']:.2f}" if "updates_per_s" in r else "-" for r in (al, ce))
             lines.append(f"| {network} | {params:,} | {n} | {rate(al)} | {rate(ce)} | {ratio} | "
-                         f"{ce.get('mean_batch_envs', 0):.1f} |")
+                         f"{ce.get('mean_batch_envs', 0):.1f} | {updates} |")
     lines += ["", *(f"- {note}" for note in result.get("notes", [])), "",
               "Reproduce: `python -m spacegraph.reports.central_inference` (see its docstring for the options)."]
     return "\n".join(lines) + "\n"

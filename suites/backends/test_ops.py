@@ -600,22 +600,15 @@ def test_activation_rejects_an_unknown_name(backend: str, backends: list[str]) -
         get_backend(backend).ops.activation("swish")
 
 
+@pytest.mark.parametrize("op", ["conv2d", "max_pool2d"])
 @pytest.mark.parametrize("backend", ["tf", "torch"])
-def test_max_pool2d_rejects_an_unknown_padding(backend: str, backends: list[str]) -> None:
+def test_windowed_ops_reject_an_unknown_padding(backend: str, op: str, backends: list[str]) -> None:
     if backend not in backends:
         pytest.skip(f"backend {backend!r} is not selected/installed")
     b = get_backend(backend)
-    with pytest.raises(ValueError, match=r"F.max_pool2d: padding must be one of \('valid', 'same'\); got 'full'"):
-        b.ops.max_pool2d(b.to_tensor(IMG), (2, 2), (2, 2), "full")
-
-
-@pytest.mark.parametrize("backend", ["tf", "torch"])
-def test_conv2d_rejects_an_unknown_padding(backend: str, backends: list[str]) -> None:
-    if backend not in backends:
-        pytest.skip(f"backend {backend!r} is not selected/installed")
-    b = get_backend(backend)
-    with pytest.raises(ValueError, match=r"F.conv2d: padding must be one of \('valid', 'same'\); got 'full'"):
-        b.ops.conv2d(b.to_tensor(IMG), b.to_tensor(KERNEL), (1, 1), "full")
+    second = (b.to_tensor(KERNEL),) if op == "conv2d" else ((2, 2),)
+    with pytest.raises(ValueError, match=rf"F.{op}: padding must be one of \('valid', 'same'\); got 'full'"):
+        getattr(b.ops, op)(b.to_tensor(IMG), *second, (1, 1), "full")
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])

@@ -27,11 +27,12 @@ def adapter_for(space: Space, scope: str) -> Component:
     if isinstance(space, IntBox):
         n = space.num_categories
         if space.shape != () or n is None:
-            raise ValueError(f"Policy: an IntBox action must be a scalar 0..n-1 (int64[](0,n-1)); got {space!r}")
+            raise ValueError(f"Policy: action_space: an IntBox action must be a scalar 0..n-1 (int64[](0,n-1)); "
+                             f"got {space!r}")
         return CategoricalAdapter(n, scope=scope)
     if isinstance(space, FloatBox):
         if space.rank != 1:
-            raise ValueError(f"Policy: a FloatBox action must have shape (D,) (float32[D]); got {space!r}")
+            raise ValueError(f"Policy: action_space: a FloatBox action must have shape (D,) (float32[D]); got {space!r}")
         low = [float(v) for v in space.low]
         high = [float(v) for v in space.high]
         return GaussianAdapter(space.shape[0], low=low, high=high, scope=scope)

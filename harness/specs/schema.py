@@ -88,7 +88,8 @@ class ComponentSpec(_Strict):
     stateful: StatefulSpec | None = None
     bad_spaces: list[dict[str, ValidSpace]] = Field(
         default_factory=list,
-        description="input spaces the build must reject with a spacegraph error naming the component")
+        description="input spaces a space check must reject: the build raises a SpaceMismatchError naming the "
+                    "component")
     bad_configs: list[Annotated[dict[str, Any], Field(min_length=1)]] = Field(
         default_factory=list,
         description="constructor arguments, each entry merged over config, that the constructor must refuse with "

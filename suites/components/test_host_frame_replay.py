@@ -273,12 +273,14 @@ def test_sampling_an_empty_store_is_refused():
 
 
 def test_uniform_replay_ignores_priority_updates():
-    """Without ``prioritized`` the priorities may be updated (the agent does) but the draws stay uniform."""
+    """Without ``prioritized`` the priorities may be given (the agent does, on add and by update) but the draws
+    stay uniform."""
     from harness.testing import distributions as D
 
     rows = atari_like_records(np.random.default_rng(3), 3, 40, 2, palette=100)
     store = HostFrameReplay(32, (3, 3), 4, prioritized=False, frame_capacity=200, seed=0)
-    fill(store, rows, 8)
+    for i in range(0, len(rows), 8):
+        store.add(stack_records(rows[i:i + 8]), priorities=np.geomspace(0.01, 100.0, len(rows[i:i + 8])))
     valid = np.flatnonzero(store.index.valid)
     store.update_priorities(valid, np.geomspace(0.01, 100.0, len(valid)).astype(np.float32))
     p0 = np.full(len(valid), 1.0 / len(valid))

@@ -48,8 +48,10 @@ def ratio_table(result: dict[str, Any]) -> str:
             op, limit = TARGETS[metric]
             rows.append([f"{SIDE_TITLES[side]}, {METRIC_TITLES[metric]}", f"{op} {limit:g}",
                          *(fmt_ratio(r["per_seed"][s]) for s in seeds), f"**{fmt_ratio(r['all'])}**",
-                         r["all"]["verdict"]])
-    return markdown_table(["ours / RLlib", "target", *(f"seed {s}" for s in seeds), "all seeds", "verdict"], rows)
+                         r["all"]["verdict"], *((f"**{fmt_ratio(r['median'])}**", r["median"]["verdict"])
+                                                if "median" in r else ("-", "-"))])
+    return markdown_table(["ours / RLlib", "target", *(f"seed {s}" for s in seeds), "all seeds", "verdict",
+                           "median of seeds", "verdict"], rows)
 
 
 def reading(result: dict[str, Any]) -> list[str]:
@@ -64,7 +66,10 @@ def reading(result: dict[str, Any]) -> list[str]:
                      f"(ratio {fmt_ratio(steps)}; per seed {', '.join(per_seed['env_steps'])}); at most half "
                      f"RLlib's training wall time: **{wall['verdict']}** (ratio {fmt_ratio(wall)}; per seed "
                      f"{', '.join(per_seed['train_s'])}); with evaluation time counted: "
-                     f"{metrics['train_eval_s']['all']['verdict']} ({fmt_ratio(metrics['train_eval_s']['all'])}).")
+                     f"{metrics['train_eval_s']['all']['verdict']} ({fmt_ratio(metrics['train_eval_s']['all'])})"
+                     + (f"; the ratio of the median training wall times over seeds: "
+                        f"{fmt_ratio(metrics['train_s']['median'])} ({metrics['train_s']['median']['verdict']})"
+                        if "median" in metrics["train_s"] else "") + ".")
     unsolved = [f"{SIDE_TITLES[r['side']]} seed {r['seed']}" for r in result["runs"]
                 if "error" not in r and not r["solved"]]
     failed = [f"{SIDE_TITLES[r['side']]} seed {r['seed']} ({r['error']})" for r in result["runs"] if "error" in r]
@@ -148,7 +153,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         runs_table(result),
         "",
-        "Ratios ours / RLlib (over all seeds: sum of ours / sum of RLlib's). ≤ / ≥ mark bounds: an unsolved run "
+        "Ratios ours / RLlib (over all seeds: sum of ours / sum of RLlib's; median of seeds: median of ours / "
+        "median of RLlib's). ≤ / ≥ mark bounds: an unsolved run "
         "counts with what it had spent when it stopped, which is less than solving would take.",
         "",
         ratio_table(result) if result["comparison"] else f"RLlib not measured: {result['rllib_note']}.",
@@ -226,9 +232,8 @@ def markdown(result: dict[str, Any]) -> str:
         "## Reproduce",
         "",
         "```",
-        "cd /work/main",
-        ".venv/bin/pip install -e '.[tf,torch,peers]'   # both backends and RLlib",
-        f"PYTHONPATH=. .venv/bin/python -m spacegraph.reports.learning_peers --seeds {seeds} "
+        "python3 -m venv ../venv-peers && ../venv-peers/bin/pip install -e '.[tf,torch,peers]'   # RLlib apart",
+        f"PYTHONPATH=. ../venv-peers/bin/python -m spacegraph.reports.learning_peers --seeds {seeds} "
         f"--budget-steps {budget['env_steps']} --budget-seconds {budget['seconds']:g}" + criterion_flags(crit),
         "```",
         "",

@@ -135,6 +135,21 @@ def test_ratio_over_seeds_is_the_ratio_of_sums_and_a_failed_run_leaves_it_open()
     assert cmp["env_steps"]["per_seed"]["0"]["verdict"] == "met"
 
 
+def test_median_ratio_is_the_ratio_of_the_medians_and_keeps_bounds():
+    # RLlib's one quick seed pulls its sum down, not its median: the two ratios differ on purpose
+    ours = [(0, 50.0), (1, 60.0), (2, 55.0), (3, 52.0), (4, 100.0)]
+    rllib = [(0, 240.0), (1, 160.0), (2, 15.0), (3, 190.0), (4, 200.0)]
+    runs = [fake_run("ours_torch", seed, 30_000, t) for seed, t in ours] + \
+        [fake_run("rllib", seed, 60_000, t) for seed, t in rllib]
+    result = {"config": {"seeds": [0, 1, 2, 3, 4], "sides": ["ours_torch", "rllib"]}, "runs": runs}
+    wall = lp.compare(result)["ours_torch"]["train_s"]
+    assert wall["median"]["value"] == pytest.approx(55 / 190) and wall["median"]["verdict"] == "met"
+    assert wall["all"]["value"] == pytest.approx(317 / 805)
+    runs[5] = fake_run("rllib", 0, 150_000, 900.0, solved=False)  # an unsolved RLlib run: an upper bound
+    wall = lp.compare(result)["ours_torch"]["train_s"]
+    assert wall["median"]["kind"] == "at_most" and wall["median"]["value"] == pytest.approx(55 / 190)
+
+
 # ---- argument checks ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("make,message", [
     (lambda: lp.Criterion(eval_every=0), "Criterion: eval_every must be a positive int; got 0"),

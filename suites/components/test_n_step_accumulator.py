@@ -75,3 +75,10 @@ def test_state_dict_round_trip_and_bad_arguments():
         NStepAccumulator(0, 0.9)
     with pytest.raises(ValueError, match="gamma"):
         NStepAccumulator(1, 1.5)
+
+
+@pytest.mark.parametrize("n, gamma, message", [(0, 0.9, "n must be a positive int"), (True, 0.9, "n must be a positive int"),
+                                               (2.0, 0.9, "n must be a positive int"), (2, 1.5, "gamma")])
+def test_n_step_transitions_refuses_bad_arguments(n, gamma, message):
+    with pytest.raises(ValueError, match=message):
+        n_step_transitions(np.zeros((3, 1)), np.zeros((3, 1), bool), n, gamma)

@@ -61,8 +61,8 @@ class MaxPool2D(Component):
     def _pooled_space(self, inputs: FloatBox) -> FloatBox:
         # A channel's maximum lies within that channel's bounds: its lowest low and highest high.
         shape = self._core_shape(inputs)
-        low = np.broadcast_to(np.reshape(inputs.low, (-1, shape[2])).min(0), shape).copy()
-        high = np.broadcast_to(np.reshape(inputs.high, (-1, shape[2])).max(0), shape).copy()
+        low = np.broadcast_to(inputs.low.min(axis=(0, 1)), shape).copy()
+        high = np.broadcast_to(inputs.high.max(axis=(0, 1)), shape).copy()
         return inputs._copy(shape=shape, low=low, high=high)
 
     @api

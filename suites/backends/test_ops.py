@@ -377,6 +377,8 @@ CASES: dict[str, list[Case]] = {
                         lambda x: _np_max_pool2d(x, (3, 3), (2, 2), "same"), (IMG,)),
                    Case(lambda F, x: F.max_pool2d(x, (2, 3), (1, 2), "same"),  # uneven windows and steps
                         lambda x: _np_max_pool2d(x, (2, 3), (1, 2), "same"), (-np.abs(IMG),)),
+                   Case(lambda F, x: F.max_pool2d(x, (3, 3), (1, 1), "same"),  # even SAME padding (1, 1) both ways
+                        lambda x: _np_max_pool2d(x, (3, 3), (1, 1), "same"), (-np.abs(IMG),)),
                    Case(lambda F, x: F.max_pool2d(x, (3, 1), (2, 1), "valid"),
                         lambda x: _np_max_pool2d(x, (3, 1), (2, 1), "valid"), (IMG,)),
                    Case(lambda F, v, x: F.gradients(F.reduce_sum(F.max_pool2d(v * x, (3, 3), (2, 2), "same")), [v])[0],

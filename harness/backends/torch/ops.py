@@ -45,13 +45,15 @@ def _tensor_like(value: Any, like: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=256)
-def _conv_padding(padding: str, h: int, w: int, kh: int, kw: int, sh: int, sw: int) -> tuple[Any, tuple[int, ...]]:
-    """``(conv_padding, explicit_pad)`` for `TorchOps.conv2d`: symmetric padding goes to the convolution
-    itself, asymmetric SAME padding to an explicit ``F.pad`` (left, right, top, bottom) before it."""
+def _window_padding(op: str, padding: str, h: int, w: int, kh: int, kw: int, sh: int,
+                    sw: int) -> tuple[Any, tuple[int, ...]]:
+    """``(op_padding, explicit_pad)`` for the windowed ops (`TorchOps.conv2d`, `TorchOps.max_pool2d`, named by
+    ``op`` in errors): symmetric padding goes to the op itself, asymmetric SAME padding to an explicit
+    ``F.pad`` (left, right, top, bottom) before it."""
     if padding == "valid":
         return 0, ()
     if padding != "same":
-        raise ValueError(f"F.conv2d: padding must be one of ('valid', 'same'); got {padding!r}")
+        raise ValueError(f"F.{op}: padding must be one of ('valid', 'same'); got {padding!r}")
     (_, top, bottom), (_, left, right) = same_padding(h, kh, sh), same_padding(w, kw, sw)
     if top == bottom and left == right:
         return (top, left), ()
@@ -184,8 +186,8 @@ class TorchOps:
         if padding == "valid":
             conv_pad, explicit = 0, ()
         else:
-            conv_pad, explicit = _conv_padding(padding, x.shape[1], x.shape[2], kernel.shape[0], kernel.shape[1],
-                                               strides[0], strides[1])
+            conv_pad, explicit = _window_padding("conv2d", padding, x.shape[1], x.shape[2], kernel.shape[0],
+                                                 kernel.shape[1], strides[0], strides[1])
         images = x.permute(0, 3, 1, 2)
         if explicit:
             images = torch.nn.functional.pad(images, explicit)
@@ -195,17 +197,13 @@ class TorchOps:
     @staticmethod
     def max_pool2d(x: Any, pool_size: tuple[int, int] = (2, 2), strides: tuple[int, int] = (2, 2),
                    padding: str = "valid") -> Any:
+        pool_pad, explicit = _window_padding("max_pool2d", padding, x.shape[1], x.shape[2], pool_size[0],
+                                             pool_size[1], strides[0], strides[1])
         images = x.permute(0, 3, 1, 2)
-        if padding == "same":
-            # SAME may pad unevenly (the odd row/column bottom/right), which max_pool2d's own symmetric padding
-            # cannot say: pad explicitly with -inf, so that a padded position never wins a window.
-            (_, top, bottom), (_, left, right) = (same_padding(x.shape[1], pool_size[0], strides[0]),
-                                                  same_padding(x.shape[2], pool_size[1], strides[1]))
-            if top or bottom or left or right:
-                images = torch.nn.functional.pad(images, (left, right, top, bottom), value=float("-inf"))
-        elif padding != "valid":
-            raise ValueError(f"F.max_pool2d: padding must be one of ('valid', 'same'); got {padding!r}")
-        out = torch.nn.functional.max_pool2d(images, kernel_size=tuple(pool_size), stride=tuple(strides))
+        if explicit:  # uneven SAME padding: padded with -inf, as max_pool2d pads its own, so padding never wins
+            images = torch.nn.functional.pad(images, explicit, value=float("-inf"))
+        out = torch.nn.functional.max_pool2d(images, kernel_size=tuple(pool_size), stride=tuple(strides),
+                                             padding=pool_pad)
         return out.permute(0, 2, 3, 1)
 
     @staticmethod

@@ -44,6 +44,28 @@ def conv_output_size(size: int, kernel: int, stride: int, padding: str) -> tuple
     return same_padding(size, kernel, stride)
 
 
+def check_image_space(component: Component, space: Space) -> None:
+    """Raises the component's space mismatch for ``inputs`` unless ``space`` is ``float*[B,H,W,C]`` (a time rank
+    may come too): the input the image layers (`Conv2D`, `MaxPool2D`, `ResidualBlock`) take."""
+    if not (isinstance(space, FloatBox) and space.has_batch_rank and space.rank == 3):
+        raise component.space_mismatch("inputs", "a FloatBox with a batch rank and core rank 3 (float32[B,H,W,C])",
+                                       space)
+
+
+def fold_images(F: Any, inputs: Any, batch_only: bool) -> tuple[Any, list[Any] | None]:
+    """``inputs`` as ``[N,H,W,C]`` and its leading (batch, time) dims for `unfold_images` (None: batch only,
+    nothing to fold; the rank is known at build, so acting on ``[B,H,W,C]`` frames pays no reshapes)."""
+    if batch_only:
+        return inputs, None
+    lead = [F.dim(inputs, i) for i in range(len(inputs.shape) - 3)]
+    return F.reshape(inputs, [-1] + [int(d) for d in inputs.shape[-3:]]), lead
+
+
+def unfold_images(F: Any, out: Any, lead: list[Any] | None, core_shape: tuple[int, int, int]) -> Any:
+    """``out`` ``[N,H',W',C']`` back to the leading dims `fold_images` took off (as it is when there were none)."""
+    return out if lead is None else F.reshape(out, lead + list(core_shape))
+
+
 class Conv2D(Component):
     """A 2-D convolution: ``activation(conv(inputs, kernel) + bias)`` on NHWC images.
 
@@ -108,9 +130,7 @@ class Conv2D(Component):
     def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
         """Accepts ``inputs`` of ``float*[B,H,W,C]`` (optionally with a time rank) that the kernel fits."""
         space = input_spaces["inputs"]
-        if not (isinstance(space, FloatBox) and space.has_batch_rank and space.rank == 3):
-            raise self.space_mismatch("inputs", "a FloatBox with a batch rank and core rank 3 (float32[B,H,W,C])",
-                                      space)
+        check_image_space(self, space)
         shape, _ = self._geometry(space)
         if min(shape[:2]) < 1:
             raise self.space_mismatch("inputs", f"images at least as large as the kernel {self.kernel_size} "
@@ -133,20 +153,8 @@ class Conv2D(Component):
         """The layer's output for ``inputs`` (see the class docstring for spaces)."""
         return self._graph_fn_apply(inputs)
 
-    def _fold(self, F: Any, inputs: Any) -> tuple[Any, list[Any] | None]:
-        """``inputs`` as ``[N,H,W,C]`` and its leading (batch, time) dims for `_unfold` (None: batch only,
-        nothing to fold; the rank is known at build, so acting on ``[B,H,W,C]`` frames pays no reshapes)."""
-        if self.batch_only:
-            return inputs, None
-        lead = [F.dim(inputs, i) for i in range(len(inputs.shape) - 3)]
-        return F.reshape(inputs, [-1] + [int(d) for d in inputs.shape[-3:]]), lead
-
-    def _unfold(self, F: Any, out: Any, lead: list[Any] | None) -> Any:
-        out = F.activation(self.activation)(out)
-        return out if lead is None else F.reshape(out, lead + list(self.output_shape))
-
     @graph_fn
     def _graph_fn_apply(self, F: Any, inputs: Any) -> Any:
-        images, lead = self._fold(F, inputs)
+        images, lead = fold_images(F, inputs, self.batch_only)
         out = F.conv2d(images, self.kernel, self.strides, self.padding, self.bias if self.use_bias else None)
-        return self._unfold(F, out, lead)
+        return unfold_images(F, F.activation(self.activation)(out), lead, self.output_shape)

@@ -8,7 +8,8 @@ import numpy as np
 
 from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, Space
-from reference_agents.components.nn.conv2d import PADDINGS, _pair, conv_output_size
+from reference_agents.components.nn.conv2d import (PADDINGS, _pair, check_image_space, conv_output_size, fold_images,
+                                                   unfold_images)
 
 
 class MaxPool2D(Component):
@@ -51,9 +52,7 @@ class MaxPool2D(Component):
     def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
         """Accepts ``inputs`` of ``float*[B,H,W,C]`` (optionally with a time rank) that the window fits."""
         space = input_spaces["inputs"]
-        if not (isinstance(space, FloatBox) and space.has_batch_rank and space.rank == 3):
-            raise self.space_mismatch("inputs", "a FloatBox with a batch rank and core rank 3 (float32[B,H,W,C])",
-                                      space)
+        check_image_space(self, space)
         if min(self._core_shape(space)[:2]) < 1:
             raise self.space_mismatch("inputs", f"images at least as large as the window {self.pool_size} "
                                       f"under 'valid' padding", space)
@@ -73,9 +72,6 @@ class MaxPool2D(Component):
     @graph_fn(output_spaces=_pooled_space)
     def _graph_fn_apply(self, F: Any, inputs: Any) -> Any:
         space = self.input_spaces["inputs"]
-        if not space.has_time_rank:  # acting on [B,H,W,C] frames pays no reshapes
-            return F.max_pool2d(inputs, self.pool_size, self.strides, self.padding)
-        lead = [F.dim(inputs, i) for i in range(2)]
-        images = F.reshape(inputs, [-1, *space.shape])
+        images, lead = fold_images(F, inputs, not space.has_time_rank)
         out = F.max_pool2d(images, self.pool_size, self.strides, self.padding)
-        return F.reshape(out, lead + list(self._core_shape(space)))
+        return unfold_images(F, out, lead, self._core_shape(space))

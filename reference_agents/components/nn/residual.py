@@ -6,9 +6,9 @@ from typing import Any
 
 from harness.backends.base import ACTIVATIONS
 from harness.graph import Component, api, graph_fn
-from harness.spaces import FloatBox, Space
+from harness.spaces import Space
 from reference_agents.components.common.arguments import check_initializer, check_positive_int
-from reference_agents.components.nn.conv2d import Conv2D, _pair
+from reference_agents.components.nn.conv2d import Conv2D, _pair, check_image_space
 
 
 class ResidualBlock(Component):
@@ -60,9 +60,7 @@ class ResidualBlock(Component):
     def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
         """Accepts ``inputs`` of ``float*[B,H,W,filters]`` (optionally with a time rank)."""
         space = input_spaces["inputs"]
-        if not (isinstance(space, FloatBox) and space.has_batch_rank and space.rank == 3):
-            raise self.space_mismatch("inputs", "a FloatBox with a batch rank and core rank 3 (float32[B,H,W,C])",
-                                      space)
+        check_image_space(self, space)
         if space.shape[2] != self.filters:
             raise self.space_mismatch("inputs", f"{self.filters} channels (the block's filters: the skip adds the "
                                       f"input to the convolutions' output)", space)

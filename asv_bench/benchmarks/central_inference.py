@@ -9,27 +9,19 @@ actor counts, and the actor-process transport. ``SPACEGRAPH_BENCH_QUICK=1`` meas
 actors for 2 s per mode.
 """
 
-import json
-import os
-import subprocess
-import sys
-
 from .common import grid, quick, require_module
 
 _MEASURED: dict = {}
 
 
 def _child(mode: str, network: str, actors: int, seconds: float) -> dict:
-    """One point measured in a fresh process (what a run leaves behind in threads and TF state stays there)."""
-    cmd = [sys.executable, "-m", "spacegraph.reports.central_inference", "--child", mode, network, str(actors),
-           "--seconds", str(seconds)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "SPACEGRAPH_VALIDATE": "0", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if done.returncode != 0 or not lines:
-        raise RuntimeError(f"central_inference --child {mode} {network} {actors} failed (exit {done.returncode}): "
-                           f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return json.loads(lines[-1])
+    """One point measured in a fresh process (`central_inference.run_child`); a failed one fails the benchmark."""
+    from spacegraph.reports.central_inference import run_child
+
+    point = run_child(mode, network, actors, seconds, timeout=600.0)
+    if "error" in point:
+        raise RuntimeError(f"central_inference --child {mode} {network} {actors} failed: {point['error']}")
+    return point
 
 
 class CentralInference:

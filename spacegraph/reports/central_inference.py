@@ -106,6 +106,23 @@ def measure(mode: str, network: str, actors: int, seconds: float, transport: str
         worker.close()
 
 
+def run_child(mode: str, network: str, actors: int, seconds: float, transport: str = "threads",
+              device: str | None = None, timeout: float = 400.0) -> dict[str, Any]:
+    """One point of `measure` in a fresh process (what a run leaves behind, threads and TF state, stays there):
+    its result, or ``{"error": why}`` when the process failed or ran past ``timeout`` seconds."""
+    cmd = [sys.executable, "-m", "spacegraph.reports.central_inference", "--child", mode, network, str(actors),
+           "--seconds", str(seconds), "--transport", transport, *(["--device", device] if device else [])]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SPACEGRAPH_VALIDATE": "0", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = [f"# Central inference (SEED style) against actor-learner IMPALA ({result['device_label']})", "",
              f"Measured {result['date']} on {result['machine']} (commit {result['commit']}); transport "
@@ -163,21 +180,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
               "transport": args.transport, "device": args.device, "seconds": args.seconds, "actors": actors,
               "device_label": "GPU: " + "; ".join(info["gpus"]) if args.device and info.get("gpus") else "CPU only",
               "points": {}, "notes": list(args.note), "load_average_start": os.getloadavg()[0]}
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "SPACEGRAPH_VALIDATE": "0"}
     for network in args.networks.split(","):
         rows = result["points"].setdefault(network, {})
         for n in actors:
             for mode in MODES:
-                cmd = [sys.executable, "-m", "spacegraph.reports.central_inference", "--child", mode, network, str(n),
-                       "--seconds", str(args.seconds), "--transport", args.transport,
-                       *(["--device", args.device] if args.device and mode else [])]
-                try:
-                    done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
-                    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-                    rows[f"{mode}-{n}"] = (json.loads(lines[-1]) if done.returncode == 0 and lines else
-                                           {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][:300]})
-                except subprocess.TimeoutExpired:
-                    rows[f"{mode}-{n}"] = {"error": f"timed out after {args.timeout:.0f} s"}
+                rows[f"{mode}-{n}"] = run_child(mode, network, n, args.seconds, args.transport, args.device,
+                                                args.timeout)
                 print(network, mode, n, rows[f"{mode}-{n}"], flush=True)
     result["load_average_end"] = os.getloadavg()[0]
     out = Path(args.out_dir)

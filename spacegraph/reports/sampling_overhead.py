@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: The issue's target for worker_act / direct.
-TARGET = 0.85
+#: The configs measured (the target for worker_act / direct, 0.85, is `overhead.TARGETS["sampling"]`).
 CONFIGS = ("cartpole", "pong")
 
 

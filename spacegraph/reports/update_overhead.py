@@ -40,7 +40,6 @@ import numpy as np
 
 from harness.measure.timing import interleaved_rates
 
-CONFIG = "dqn_cartpole"
 #: The networks measured: the agent config each comes from.
 CONFIGS = {"cartpole": "dqn_cartpole", "nature": "dqn_pong"}
 BACKENDS = ("tf", "torch")

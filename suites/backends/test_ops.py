@@ -20,6 +20,7 @@ from harness.backends.ops import OP_NAMES, Ops
 from harness.graph import Component, api, graph_fn
 from harness.spaces import BoolBox, FloatBox, IntBox, Tuple
 from harness.testing.component_test import ComponentTest, assert_outputs_equal
+from suites.backends import numpy_reference as ref
 
 
 # ---- the components that run an op inside a graph function -----------------------------------------
@@ -146,113 +147,6 @@ W2 = _R.normal(size=(4,)).astype(np.float32)
 UPDATES = _R.normal(size=(6, 2)).astype(np.float32)
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-def _np_conv2d(x: np.ndarray, k: np.ndarray, strides: tuple[int, int], padding: str,
-               bias: np.ndarray | None = None) -> np.ndarray:
-    """A direct NHWC/HWIO cross-correlation with TensorFlow's SAME padding (odd pad after)."""
-    n, h, w, _ = x.shape
-    kh, kw, _, o = k.shape
-    sh, sw = strides
-    if padding == "same":
-        oh, ow = -(-h // sh), -(-w // sw)
-        ph, pw = max((oh - 1) * sh + kh - h, 0), max((ow - 1) * sw + kw - w, 0)
-        x = np.pad(x, ((0, 0), (ph // 2, ph - ph // 2), (pw // 2, pw - pw // 2), (0, 0)))
-    else:
-        oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
-    out = np.zeros((n, oh, ow, o))
-    for i in range(oh):
-        for j in range(ow):
-            patch = x[:, i * sh:i * sh + kh, j * sw:j * sw + kw, :]
-            out[:, i, j, :] = np.tensordot(patch, k, axes=([1, 2, 3], [0, 1, 2]))
-    return out if bias is None else out + bias
-
-
-def _np_max_pool2d(x: np.ndarray, pool: tuple[int, int], strides: tuple[int, int], padding: str) -> np.ndarray:
-    """A direct NHWC window maximum; SAME pads with -inf (the odd pad after), so padding never wins."""
-    n, h, w, c = x.shape
-    (ph, pw), (sh, sw) = pool, strides
-    if padding == "same":
-        oh, ow = -(-h // sh), -(-w // sw)
-        th, tw = max((oh - 1) * sh + ph - h, 0), max((ow - 1) * sw + pw - w, 0)
-        x = np.pad(x, ((0, 0), (th // 2, th - th // 2), (tw // 2, tw - tw // 2), (0, 0)), constant_values=-np.inf)
-    else:
-        oh, ow = (h - ph) // sh + 1, (w - pw) // sw + 1
-    out = np.empty((n, oh, ow, c), x.dtype)
-    for i in range(oh):
-        for j in range(ow):
-            out[:, i, j, :] = x[:, i * sh:i * sh + ph, j * sw:j * sw + pw, :].max(axis=(1, 2))
-    return out
-
-
-def _np_max_pool2d_grad(x: np.ndarray, pool: tuple[int, int], strides: tuple[int, int], padding: str) -> np.ndarray:
-    """d sum(max_pool2d(v * x)) / d v at v = 1 for ``v`` of one image's shape: each window's winner gets its x."""
-    n, h, w, c = x.shape
-    (ph, pw), (sh, sw) = pool, strides
-    oh, ow = -(-h // sh), -(-w // sw)
-    top, left = max((oh - 1) * sh + ph - h, 0) // 2, max((ow - 1) * sw + pw - w, 0) // 2
-    grad = np.zeros((h, w, c))
-    for b in range(n):
-        for i in range(oh):
-            for j in range(ow):
-                r0, c0 = max(i * sh - top, 0), max(j * sw - left, 0)
-                window = x[b, r0:i * sh - top + ph, c0:j * sw - left + pw, :]
-                for ch in range(c):
-                    r, col = np.unravel_index(np.argmax(window[:, :, ch]), window.shape[:2])
-                    grad[r0 + r, c0 + col, ch] += x[b, r0 + r, c0 + col, ch]
-    return grad
-
-
-def _np_adam(ws: list, gs: list, ms: list, vs: list, t: int, lr: float, b1: float, b2: float, eps: float) -> tuple:
-    """Adam (Kingma & Ba, Algorithm 1) written out: the variables, then m, then v, after one step at ``t``."""
-    new_m = [b1 * m + (1 - b1) * g for m, g in zip(ms, gs)]
-    new_v = [b2 * v + (1 - b2) * g * g for v, g in zip(vs, gs)]
-    new_w = [w - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps) for w, m, v in zip(ws, new_m, new_v)]
-    return (*new_w, *new_m, *new_v)
-
-
-def _np_rmsprop(ws: list, gs: list, ms: list, mg: list | None, mom: list | None, lr: float, rho: float, mu: float,
-                eps: float) -> tuple:
-    """TF1's RMSProp written out: the variables, then ms (then mg, then mom, when given) after one step."""
-    new_ms = [rho * s + (1 - rho) * g * g for s, g in zip(ms, gs)]
-    if mg is not None:
-        new_mg = [rho * a + (1 - rho) * g for a, g in zip(mg, gs)]
-        denom = [np.sqrt(np.maximum(s - a * a, 0.0) + eps) for s, a in zip(new_ms, new_mg)]
-    else:
-        new_mg, denom = [], [np.sqrt(s + eps) for s in new_ms]
-    if mom is not None:
-        new_mom = [mu * b + lr * g / d for b, g, d in zip(mom, gs, denom)]
-        new_w = [w - b for w, b in zip(ws, new_mom)]
-    else:
-        new_mom, new_w = [], [w - lr * g / d for w, g, d in zip(ws, gs, denom)]
-    return (*new_w, *new_ms, *new_mg, *new_mom)
-
-
-def _np_scatter(ref: np.ndarray, rows: np.ndarray, updates: np.ndarray) -> np.ndarray:
-    out = ref.copy()
-    for k, row in enumerate(rows):  # in order: the last repeat wins
-        out[row] = updates[k]
-    return out
-
-
-def _np_scan(fn: Callable, elems: Any, init: Any, reverse: bool = False) -> tuple[Any, Any]:
-    nested = isinstance(elems, tuple)
-    steps = (elems[0] if nested else elems).shape[0]
-    carry, carries = init, [None] * steps
-    for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
-        carry = fn(carry, tuple(e[t] for e in elems) if nested else elems[t])
-        carries[t] = carry
-    if isinstance(init, tuple):
-        stacked = tuple(np.stack([c[i] for c in carries]) if steps else np.zeros((0, *init[i].shape))
-                        for i in range(len(init)))
-    else:
-        stacked = np.stack(carries) if steps else np.zeros((0, *init.shape))
-    return carry, stacked
-
-
 def _lstm_like(carry: Any, x: Any, tanh: Callable) -> tuple[Any, Any]:
     h, c = carry
     c = 0.5 * c + tanh(x + h)
@@ -358,43 +252,43 @@ CASES: dict[str, list[Case]] = {
                            lambda x: np.array([1.0, 2.0, 3.0]) * x.sum(0), (A[:, :3],),
                            spaces=(_batch(A[:, :3]),), var=((3,), "float32", np.array([1.0, 2.0, 3.0]), True),
                            gradients=True)],
-    "conv2d": [Case(lambda F, x, k: F.conv2d(x, k), lambda x, k: _np_conv2d(x, k, (1, 1), "valid"), (IMG, KERNEL),
+    "conv2d": [Case(lambda F, x, k: F.conv2d(x, k), lambda x, k: ref.conv2d(x, k, (1, 1), "valid"), (IMG, KERNEL),
                     spaces=(_batch(IMG), _space(KERNEL)), rtol=1e-4, atol=1e-4, cross_tol=1e-5),
                Case(lambda F, x, k, b: F.conv2d(x, k, (2, 2), "same", b),  # SAME pads W by (0, 1): asymmetric
-                    lambda x, k, b: _np_conv2d(x, k, (2, 2), "same", b), (IMG, KERNEL3, BIAS),
+                    lambda x, k, b: ref.conv2d(x, k, (2, 2), "same", b), (IMG, KERNEL3, BIAS),
                     spaces=(_batch(IMG), _space(KERNEL3), _space(BIAS)), rtol=1e-4, atol=1e-4, cross_tol=1e-5),
                Case(lambda F, x, k: F.conv2d(x, k, (1, 1), "same"),  # an even kernel width: W padded by (0, 1)
-                    lambda x, k: _np_conv2d(x, k, (1, 1), "same"), (IMG, KERNEL), rtol=1e-4, atol=1e-4,
+                    lambda x, k: ref.conv2d(x, k, (1, 1), "same"), (IMG, KERNEL), rtol=1e-4, atol=1e-4,
                     cross_tol=1e-5),
                Case(lambda F, x, k: F.conv2d(x, k, (1, 1), "same"),  # symmetric SAME padding
-                    lambda x, k: _np_conv2d(x, k, (1, 1), "same"), (IMG, KERNEL3), rtol=1e-4, atol=1e-4,
+                    lambda x, k: ref.conv2d(x, k, (1, 1), "same"), (IMG, KERNEL3), rtol=1e-4, atol=1e-4,
                     cross_tol=1e-5),
                Case(lambda F, x, k, b: F.conv2d(x, k, (2, 1), "valid", b),
-                    lambda x, k, b: _np_conv2d(x, k, (2, 1), "valid", b), (IMG, KERNEL3, BIAS),
+                    lambda x, k, b: ref.conv2d(x, k, (2, 1), "valid", b), (IMG, KERNEL3, BIAS),
                     rtol=1e-4, atol=1e-4, cross_tol=1e-5)],
-    "max_pool2d": [Case(lambda F, x: F.max_pool2d(x), lambda x: _np_max_pool2d(x, (2, 2), (2, 2), "valid"), (IMG,)),
+    "max_pool2d": [Case(lambda F, x: F.max_pool2d(x), lambda x: ref.max_pool2d(x, (2, 2), (2, 2), "valid"), (IMG,)),
                    Case(lambda F, x: F.max_pool2d(x, (3, 3), (2, 2), "same"),  # H 7: pads (1, 1); W 6: (0, 1)
-                        lambda x: _np_max_pool2d(x, (3, 3), (2, 2), "same"), (IMG,)),
+                        lambda x: ref.max_pool2d(x, (3, 3), (2, 2), "same"), (IMG,)),
                    Case(lambda F, x: F.max_pool2d(x, (2, 3), (1, 2), "same"),  # uneven windows and steps
-                        lambda x: _np_max_pool2d(x, (2, 3), (1, 2), "same"), (-np.abs(IMG),)),
+                        lambda x: ref.max_pool2d(x, (2, 3), (1, 2), "same"), (-np.abs(IMG),)),
                    Case(lambda F, x: F.max_pool2d(x, (3, 3), (1, 1), "same"),  # even SAME padding (1, 1) both ways
-                        lambda x: _np_max_pool2d(x, (3, 3), (1, 1), "same"), (-np.abs(IMG),)),
+                        lambda x: ref.max_pool2d(x, (3, 3), (1, 1), "same"), (-np.abs(IMG),)),
                    Case(lambda F, x: F.max_pool2d(x, (3, 1), (2, 1), "valid"),
-                        lambda x: _np_max_pool2d(x, (3, 1), (2, 1), "valid"), (IMG,)),
+                        lambda x: ref.max_pool2d(x, (3, 1), (2, 1), "valid"), (IMG,)),
                    Case(lambda F, v, x: F.gradients(F.reduce_sum(F.max_pool2d(v * x, (3, 3), (2, 2), "same")), [v])[0],
-                        lambda x: _np_max_pool2d_grad(x, (3, 3), (2, 2), "same"), (np.abs(IMG),),
+                        lambda x: ref.max_pool2d_grad(x, (3, 3), (2, 2), "same"), (np.abs(IMG),),
                         spaces=(_batch(IMG),), var=(IMG.shape[1:], "float32", np.ones(IMG.shape[1:]), True),
                         gradients=True)],
     "scatter_update": [
         Case(lambda F, v, r, u: F.scatter_update(v, r, u),  # repeats: the last wins
-             lambda r, u: _np_scatter(np.zeros((6, 2)), r, u), (ROWS, UPDATES),
+             lambda r, u: ref.scatter(np.zeros((6, 2)), r, u), (ROWS, UPDATES),
              spaces=(_batch(ROWS, 6), _batch(UPDATES)), var=((6, 2), "float32", "zeros", False)),
         Case(lambda F, v, r, u: F.scatter_update(v, r, u, unique=True),
-             lambda r, u: _np_scatter(np.ones((6, 2)), r, u), (np.array([5, 0, 2], np.int32), UPDATES[:3]),
+             lambda r, u: ref.scatter(np.ones((6, 2)), r, u), (np.array([5, 0, 2], np.int32), UPDATES[:3]),
              spaces=(_batch(np.array([5, 0, 2], np.int32), 6), _batch(UPDATES)),
              var=((6, 2), "float32", "ones", False)),
         Case(lambda F, v, r, u: F.scatter_update(v, r, u),  # updates cast to the variable's dtype
-             lambda r, u: _np_scatter(np.zeros(8, np.int64), r, u.astype(np.int64)),
+             lambda r, u: ref.scatter(np.zeros(8, np.int64), r, u.astype(np.int64)),
              (np.array([7, 7, 3, 7, 0]), np.array([1.0, 2.0, 3.0, 4.0, 5.0], np.float32)),
              spaces=(_batch(np.array([7, 7, 3, 7, 0]), 8), _batch(np.zeros(5, np.float32))),
              var=((8,), "int64", "zeros", False)),
@@ -403,16 +297,16 @@ CASES: dict[str, list[Case]] = {
              spaces=(_batch(ROWS, 6), _batch(UPDATES)), var=((6, 2), "float32", "zeros", False))],
     "scan": [
         Case(lambda F, x: F.scan(lambda acc, e: 0.5 * acc + e, x, F.zeros_like(F.reduce_sum(x[:1], 0))),
-             lambda x: _np_scan(lambda acc, e: 0.5 * acc + e, x, np.zeros(3)), (SEQ,), spaces=(_batch(SEQ),)),
+             lambda x: ref.scan(lambda acc, e: 0.5 * acc + e, x, np.zeros(3)), (SEQ,), spaces=(_batch(SEQ),)),
         Case(lambda F, x, a: F.scan(lambda acc, xa: xa[0] + xa[1] * acc, (x, a), F.zeros_like(F.reduce_sum(x[:1], 0)),
                                     reverse=True),
-             lambda x, a: _np_scan(lambda acc, xa: xa[0] + xa[1] * acc, (x, a), np.zeros(3), reverse=True),
+             lambda x, a: ref.scan(lambda acc, xa: xa[0] + xa[1] * acc, (x, a), np.zeros(3), reverse=True),
              (SEQ, SEQ_F), spaces=(_batch(SEQ), _batch(SEQ_F))),
         Case(lambda F, x, a: F.scan(lambda acc, xa: xa[0] + xa[1] * acc, (x, a), F.zeros_like(F.reduce_sum(x[:1], 0)),
                                     reverse=True),  # T = 0 (dynamic on TF): the initializer and empty stacks
              lambda x, a: (np.zeros(3), np.zeros((0, 3))), (SEQ[:0], SEQ_F[:0]), spaces=(_batch(SEQ), _batch(SEQ_F))),
         Case(lambda F, x, h: F.scan(lambda c, e: _lstm_like(c, e, F.tanh), x, (h, h * 2.0)),
-             lambda x, h: _np_scan(lambda c, e: _lstm_like(c, e, np.tanh), x, (h, h * 2.0)), (SEQ, SEQ[0]),
+             lambda x, h: ref.scan(lambda c, e: _lstm_like(c, e, np.tanh), x, (h, h * 2.0)), (SEQ, SEQ[0]),
              spaces=(_batch(SEQ), _space(SEQ[0]))),
         Case(lambda F, x, h: F.scan(lambda c, e: _lstm_like(c, e, F.tanh), x, (h, h * 2.0)),  # T = 0, a tuple carry
              lambda x, h: ((h, h * 2.0), (np.zeros((0, 3)), np.zeros((0, 3)))), (SEQ[:0], SEQ[0]),
@@ -422,9 +316,9 @@ CASES: dict[str, list[Case]] = {
     "sigmoid": [Case(lambda F, a: F.sigmoid(a), lambda a: 1.0 / (1.0 + np.exp(-a)), (A,))],
     "elu": [Case(lambda F, a: F.elu(a), lambda a: np.where(a > 0, a, np.expm1(a)), (A,))],
     "softplus": [Case(lambda F, a: F.softplus(a), lambda a: np.log1p(np.exp(a)), (A,))],
-    "softmax": [Case(lambda F, a: F.softmax(a), _softmax, (A,)),
-                Case(lambda F, a: F.softmax(a, 0), lambda a: _softmax(a.T).T, (A,))],
-    "log_softmax": [Case(lambda F, a: F.log_softmax(a, -1), lambda a: np.log(_softmax(a)), (A,))],
+    "softmax": [Case(lambda F, a: F.softmax(a), ref.softmax, (A,)),
+                Case(lambda F, a: F.softmax(a, 0), lambda a: ref.softmax(a.T).T, (A,))],
+    "log_softmax": [Case(lambda F, a: F.log_softmax(a, -1), lambda a: np.log(ref.softmax(a)), (A,))],
     "activation": [Case(lambda F, a: F.stack([F.activation(n)(a) for n in (None, "linear", "relu", "tanh", "sigmoid",
                                                                             "elu", "softplus")]),
                         lambda a: np.stack([a, a, np.maximum(a, 0), np.tanh(a), 1 / (1 + np.exp(-a)),
@@ -439,7 +333,7 @@ CASES: dict[str, list[Case]] = {
     # step 3 the bias corrections are far from 1; m and v start away from zero.
     "adam_update": [Case(lambda F, vs, g1, g2, t: F.adam_update(vs[:2], [g1, g2], vs[2:4], vs[4:], t, 0.05, 0.7, 0.9,
                                                                  0.03),
-                         lambda g1, g2, t: _np_adam([W1, W2], [g1, g2], [W1 * 0.1, W2 * -0.2], [W1 ** 2, W2 ** 2 / 3],
+                         lambda g1, g2, t: ref.adam([W1, W2], [g1, g2], [W1 * 0.1, W2 * -0.2], [W1 ** 2, W2 ** 2 / 3],
                                                     int(t), 0.05, 0.7, 0.9, 0.03),
                          (A, A[0], np.array(3)),
                          var=[((3, 4), "float32", W1, True), ((4,), "float32", W2, True),
@@ -449,7 +343,7 @@ CASES: dict[str, list[Case]] = {
     # Centered with momentum (mg starts larger than sqrt(ms): the max(., 0) guard must act), then plain.
     "rmsprop_update": [Case(lambda F, vs, g1, g2: F.rmsprop_update(vs[:2], [g1, g2], vs[2:4], vs[4:6], vs[6:], 0.02,
                                                                    0.8, 0.6, 1e-2),
-                            lambda g1, g2: _np_rmsprop([W1, W2], [g1, g2], [W1 ** 2 * 0.01, W2 ** 2 * 0.01],
+                            lambda g1, g2: ref.rmsprop([W1, W2], [g1, g2], [W1 ** 2 * 0.01, W2 ** 2 * 0.01],
                                                        [W1 * 3, W2 * 3], [W1 * 0.5, W2 * 0.5], 0.02, 0.8, 0.6, 1e-2),
                             (A, A[0]),
                             var=[((3, 4), "float32", W1, True), ((4,), "float32", W2, True),
@@ -458,7 +352,7 @@ CASES: dict[str, list[Case]] = {
                                  ((3, 4), "float32", W1 * 0.5, False), ((4,), "float32", W2 * 0.5, False)],
                             rtol=1e-5, atol=1e-6, cross_tol=1e-5),
                        Case(lambda F, vs, g1: F.rmsprop_update(vs[:1], [g1], vs[1:], None, None, 0.02, 0.8, 0.0, 1e-2),
-                            lambda g1: _np_rmsprop([W1], [g1], [np.abs(W1)], None, None, 0.02, 0.8, 0.0, 1e-2),
+                            lambda g1: ref.rmsprop([W1], [g1], [np.abs(W1)], None, None, 0.02, 0.8, 0.0, 1e-2),
                             (A,), var=[((3, 4), "float32", W1, True), ((3, 4), "float32", np.abs(W1), False)],
                             rtol=1e-5, atol=1e-6, cross_tol=1e-5)],
     "assign": [Case(lambda F, v, x: _nothing(F.assign(v, x)), lambda x: x, (A,),

@@ -1,0 +1,167 @@
+"""Edge cases of `FrameIndex` and `HostFrameReplay` that random rollouts reach rarely or never (issue 19's mutants).
+
+Each scenario is scripted with frames that are constants (``frame(k)``: every pixel ``k``), so which slot a
+stack gets, when a transition dies and what a load restores can be worked out by hand; the expectations
+follow from the documented rules (`FrameIndex`'s module docstring), never from reading the arrays back
+as they are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reference_agents.components.memories import FrameIndex, HostFrameReplay
+from reference_agents.components.memories import frame_index as frame_index_module
+from reference_agents.oracles.frame_replay import FullStackReplay, atari_like_records, stack_records
+from suites.frame_replay_checks import assert_records_equal, assert_valid_equal_oracle, fill
+
+#: a mutant of one of these modules runs this file (``harness.testing.mutation_run``)
+MUTATION_COVERS = ("reference_agents.components.memories.frame_index",
+                   "reference_agents.components.memories.host_frame_replay")
+
+SHAPE = (2, 2)
+
+
+def frame(k: int) -> np.ndarray:
+    return np.full(SHAPE, k, np.uint8)
+
+
+def row(state: list[int], next_state: list[int], action: int = 0) -> dict:
+    """A record whose stacks are the frames ``state`` and ``next_state`` (oldest first)."""
+    return {"states": np.stack([frame(k) for k in state], -1), "actions": action, "rewards": float(action),
+            "terminals": False, "next_states": np.stack([frame(k) for k in next_state], -1), "discounts": 0.9}
+
+
+def test_frame_capacity_must_hold_two_stacks():
+    with pytest.raises(ValueError, match="frame_capacity must hold two stacks"):
+        FrameIndex(8, SHAPE, 3, frame_capacity=5)
+    assert FrameIndex(8, SHAPE, 3, frame_capacity=6).frame_capacity == 6
+
+
+def test_the_first_frame_written_is_a_match_candidate():
+    """A next stack extending the stored stack by one frame adds one frame, also for the very first frame."""
+    index = FrameIndex(4, SHAPE, 2, frame_capacity=8)
+    plan = index.add(stack_records([row([1, 1], [1, 2])]))
+    assert index.frames_written == 2 and len(plan.frame_slots) == 2  # frame 1 (padded), then 2 chained to it
+    np.testing.assert_array_equal(index.chains(plan.transitions["target"]), index.chains([1]))
+    assert index.prev[1] == 0
+
+
+def test_stacks_are_compared_byte_for_byte_even_when_hashes_collide(monkeypatch):
+    """Candidates come from a dictionary of hashes; with every frame hashing alike, the byte comparison alone
+    must keep distinct stacks apart."""
+    monkeypatch.setattr(frame_index_module, "hash", lambda data: 0, raising=False)
+    for stack in (1, 2, 3):
+        rows = atari_like_records(np.random.default_rng(stack), 2, 12, 2, stack=stack, frame_shape=SHAPE,
+                                  palette=4)
+        store = HostFrameReplay(16, SHAPE, stack, frame_capacity=200, seed=0)  # room for every chain
+        oracle = FullStackReplay(16)
+        fill(store, rows, 3, oracle)
+        assert len(assert_valid_equal_oracle(store, oracle)) == 16
+
+
+def test_a_stack_whose_first_and_last_frames_agree_is_stored_whole():
+    """Only leading repeats pad (a reset stack): ``[a, b, a]`` is three frames, not ``a`` padded."""
+    rows = [row([5, 6, 5], [6, 5, 7]), row([3, 3, 4], [3, 4, 3])]
+    store = HostFrameReplay(4, SHAPE, 3, frame_capacity=12, seed=0)
+    oracle = FullStackReplay(4)
+    fill(store, rows, 1, oracle)
+    assert len(assert_valid_equal_oracle(store, oracle)) == 2
+
+
+def test_a_transition_reusing_frames_older_than_every_valid_one_dies_when_they_are_overwritten():
+    """Stack 1, two transitions, 7 frame slots: (C -> D) is added again once C and D are older than every valid
+    transition's frames; when the ring overwrites C, that transition must die (its state would read J)."""
+    store = HostFrameReplay(2, SHAPE, 1, frame_capacity=7, match_window=7, seed=0)
+    oracle = FullStackReplay(2)
+    rows = [row([1], [2]), row([3], [4]), row([5], [6]), row([7], [8]), row([3], [4], action=1),
+            row([9], [10], action=2)]
+    for r in rows:
+        fill(store, [r], 1, oracle)
+        assert_valid_equal_oracle(store, oracle)
+    assert store.index.frames_written == 10  # (3 -> 4) again wrote nothing
+    np.testing.assert_array_equal(store.index.valid, [False, True])  # frame 3's slot now holds frame 10
+
+
+def test_a_transition_stays_valid_while_its_oldest_frame_is_still_stored():
+    """Two frame slots, stack 1: after (A -> B) and (B -> C), C overwrote A but B and C are both stored, so
+    the second transition is valid (its oldest frame is the next one to be overwritten, not gone)."""
+    index = FrameIndex(4, SHAPE, 1, frame_capacity=2)
+    index.add(stack_records([row([1], [2])]))
+    plan = index.add(stack_records([row([2], [3])]))
+    np.testing.assert_array_equal(plan.dead, [0])
+    np.testing.assert_array_equal(np.flatnonzero(index.valid), [1])
+    assert index.size == 1
+
+
+@pytest.mark.parametrize("compression", [None, "lz4"])
+def test_a_loaded_store_still_reuses_recent_stacks(compression):
+    """`load_state_dict` rebuilds the match dictionaries from the saved arrays: right after a load, a record
+    whose stacks were just stored (an episode begun within the match window) adds no frame, as in the saved
+    store; the loaded store equals the oracle and its byte count is the saved one's.
+
+    (Chains begun before the window are not rebuilt: their keys need frames no longer copied in the window,
+    so after a load such an episode's next stack starts a new chain; see `FrameIndex.load_state_dict`.)"""
+    episode = [row([k, k + 1], [k + 1, k + 2]) for k in range(1, 20)]
+    episode += [row([30, 30], [30, 31]), row([30, 31], [31, 32]), row([31, 32], [32, 33])]
+    kwargs = dict(frame_capacity=40, match_window=9, compression=compression, seed=0)
+    store = HostFrameReplay(20, SHAPE, 2, **kwargs)
+    oracle = FullStackReplay(20)
+    fill(store, episode, 4, oracle)
+    loaded = HostFrameReplay(20, SHAPE, 2, **kwargs)
+    loaded.load_state_dict({k: np.array(v) for k, v in store.state_dict().items()})
+    assert loaded.frame_nbytes() == store.frame_nbytes() and loaded.nbytes() == store.nbytes()
+    before = loaded.index.frames_written
+    for s in (store, loaded):
+        fill(s, episode[-2:], 2)
+    oracle.add(episode[-2:])
+    assert loaded.index.frames_written == before == store.index.frames_written
+    assert len(assert_valid_equal_oracle(loaded, oracle)) == 20
+
+
+def test_given_priorities_get_epsilon_added_as_updates_do():
+    """``p = |priority| + epsilon`` on add as in `update_priorities`: a zero TD error still leaves the record
+    sampleable."""
+    store = HostFrameReplay(4, SHAPE, 1, alpha=1.0, epsilon=0.25, frame_capacity=12, seed=0)
+    slots = store.add(stack_records([row([1], [2]), row([2], [3])]), priorities=np.array([0.0, -2.0], np.float32))
+    leaves = store.trees.sum[store.trees.leaves:]
+    np.testing.assert_allclose(leaves[slots], [0.25, 2.25])
+    store.update_priorities(slots, np.array([-2.0, 0.0], np.float32))
+    np.testing.assert_allclose(leaves[slots], [2.25, 0.25])
+
+
+def test_a_draw_rounded_onto_an_empty_leaf_is_drawn_again_until_it_lands_on_a_filled_one(monkeypatch):
+    """The redraw loop of `sample_slots`: the planted search lands on an empty leaf on the first draw and the
+    first redraw; the second redraw must be taken, and a filled leaf (any value) never redrawn."""
+    store = HostFrameReplay(8, SHAPE, 1, frame_capacity=30, seed=0)
+    fill(store, [row([k], [k + 1]) for k in range(1, 5)], 4)   # slots 0..3 filled (leaves 1.0), 4..7 empty
+    real = store.trees.prefix_sum_index
+    calls = []
+
+    def planted(masses):
+        calls.append(len(masses))
+        if len(calls) > 20:
+            raise AssertionError("the redraw loop did not end")
+        found = real(masses)
+        return np.where(np.arange(len(masses)) == 0, 6, found) if len(calls) <= 2 else found
+
+    monkeypatch.setattr(store.trees, "prefix_sum_index", planted)
+    slots = store.sample_slots(4)
+    assert calls == [4, 1, 1]
+    assert set(slots.tolist()) <= {0, 1, 2, 3}
+
+
+def test_the_default_store_takes_the_default_atari_stacks():
+    """With defaults the store holds `AtariFrames`' default observations (``ATARI_SIZE`` square frames,
+    stacks of ``ATARI_FRAMES``)."""
+    from reference_agents.environments import ATARI_FRAMES, ATARI_SIZE
+
+    store = HostFrameReplay(8)
+    stacks = np.random.default_rng(0).integers(0, 255, (2, ATARI_SIZE, ATARI_SIZE, ATARI_FRAMES + 1), np.uint8)
+    records = {"states": stacks[..., :-1], "actions": np.zeros(2, np.int64), "rewards": np.zeros(2, np.float32),
+               "terminals": np.zeros(2, bool), "next_states": stacks[..., 1:], "discounts": np.ones(2, np.float32)}
+    slots = store.add(records)
+    got = store.records_at(slots)
+    assert_records_equal({k: got[k] for k in ("states", "next_states")},
+                         {k: records[k] for k in ("states", "next_states")})

@@ -82,3 +82,16 @@ def test_state_dict_round_trip_and_bad_arguments():
 def test_n_step_transitions_refuses_bad_arguments(n, gamma, message):
     with pytest.raises(ValueError, match=message):
         n_step_transitions(np.zeros((3, 1)), np.zeros((3, 1), bool), n, gamma)
+
+
+def test_rewards_of_several_environments_fold_column_by_column() -> None:
+    """``rewards [T, E]`` (one column per environment) gives what each column gives alone."""
+    rng = np.random.default_rng(7)
+    rewards = rng.normal(size=(5, 3))
+    terminals = rng.random((5, 3)) < 0.3
+    for keep_partial in (False, True):
+        both = n_step_transitions(rewards, terminals, 3, 0.9, keep_partial)
+        for e in range(3):
+            one = n_step_transitions(rewards[:, e], terminals[:, e], 3, 0.9, keep_partial)
+            for key, value in one.items():
+                np.testing.assert_array_equal(both[key][:, e], value, err_msg=key)

@@ -217,3 +217,57 @@ def test_prefetcher_stages_blocking_queue_batches_as_backend_tensors(backend: st
     assert np.array_equal(xs, np.arange(8))
     module = {"tf": "tensorflow", "torch": "torch"}[backend]
     assert all(type(b["y"]).__module__.startswith(module) for b in batches), type(batches[0]["y"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_blocking_queue_of_capacity_one_hands_records_over_one_at_a_time(backend: str) -> None:
+    q = _blocking(backend, 1)
+    assert q.capacity == 1
+    q.put(_batch(0, 1))
+    with pytest.raises(queue.Full):
+        q.put(_batch(1, 1), timeout=0.05)
+    assert np.asarray(q.get(1, timeout=1.0)["x"]).tolist() == [0]
+
+
+@pytest.mark.parametrize("num_records", [-1, True, 1.0])
+def test_get_refuses_a_count_that_is_no_non_negative_int(num_records: Any) -> None:
+    q = BlockingQueue(object(), capacity=4)  # the count is checked before the executor is touched
+    with pytest.raises(ValueError, match="num_records must be a non-negative int"):
+        q.get(num_records, timeout=0.05)
+
+
+def test_prefetcher_resolves_a_backend_object_as_its_name() -> None:
+    """A `Backend` (e.g. ``executor.backend``) stages batches as that backend's tensors, as its name does."""
+    from harness.backends import get_backend
+
+    backend = get_backend(BACKENDS[-1])
+    with Prefetcher(lambda: np.ones(3, np.float32), backend=backend) as p:
+        batch = p.next(timeout=2.0)
+    module = {"tf": "tensorflow", "torch": "torch"}[BACKENDS[-1]]
+    assert type(batch).__module__.startswith(module), type(batch)
+
+
+def test_prefetcher_close_drops_the_staged_batches() -> None:
+    """`close` drops what is staged (device memory of staged batches is freed with the prefetcher still held)."""
+    import gc
+    import weakref
+
+    made: list[weakref.ref] = []
+
+    class Batch:
+        pass
+
+    def fn() -> Batch:
+        batch = Batch()
+        made.append(weakref.ref(batch))
+        return batch
+
+    p = Prefetcher(fn, depth=3)
+    deadline = time.monotonic() + 2.0
+    while p._staged.qsize() < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert p._staged.qsize() == 3
+    staged = made[:3]  # (a fourth may be in the thread's hands, waiting for room, until it ends)
+    p.close(timeout=2.0)
+    gc.collect()
+    assert not p.alive and all(ref() is None for ref in staged)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from harness.execution.executor import GraphExecutor
@@ -45,3 +46,21 @@ def test_differing_variables_are_named(backend: str) -> None:
         build(Dense(2, scope="source"), Dense(2, use_bias=False, scope="target"), backend)
     ok = build(Dense(2, scope="source"), Dense(2, scope="target"), backend)  # the same layout pairs up
     ok.execute("sync")
+
+
+@pytest.mark.parametrize("backend", selected_backends())
+def test_a_hard_sync_copies_even_over_a_diverged_target(backend: str) -> None:
+    """``tau = 1`` copies: a target whose weights went non-finite equals the source after one sync (a blend
+    ``1 * source + 0 * target`` would keep the NaN and inf)."""
+    from reference_agents.oracles.fixtures import SyncedPair
+
+    ex = GraphExecutor(SyncedPair(3), {"inputs": "float32[B,4]"}, backend=backend, seed=0)
+    weights = ex.get_weights()
+    broken = {k: np.full_like(v, np.nan if k.endswith("kernel") else np.inf) for k, v in weights.items()
+              if "/target/" in f"/{k}"}
+    assert len(broken) == 2
+    ex.set_weights(broken, strict=False)
+    ex.execute("sync")
+    after = ex.get_weights()
+    for key in broken:
+        np.testing.assert_array_equal(after[key], weights[key.replace("target", "source")], err_msg=key)

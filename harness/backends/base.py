@@ -132,6 +132,11 @@ class Backend(abc.ABC):
         about; without, no recording (the cheap path for acting).
         """
 
+    def execution_callable(self, compiled: Callable) -> Callable:
+        """What `GraphExecutor.execute` calls for a compiled API method (`compile_api`'s result): the same
+        computation through the backend's cheapest call path; by default ``compiled`` itself."""
+        return compiled
+
     @abc.abstractmethod
     def to_device(self, value: Any, device: str | None = None) -> Any:
         """``value`` as tensors of this backend on ``device``, for staging batches ahead of use.

@@ -331,7 +331,7 @@ class GraphExecutor:
         converters = [_arg_converter(where, api.name, a, s, self.backend.feed, self.validate)
                       for a, s in api.arg_spaces.items()]
         names = list(api.arg_spaces)
-        fn, to_numpy, n = api.fn, self.backend.to_numpy, len(names)
+        fn, to_numpy, n = self.backend.execution_callable(api.fn), self.backend.to_numpy, len(names)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             if kwargs or len(args) != n:

@@ -29,7 +29,9 @@ class VectorEnvWorker:
       ones; ``compute_priorities`` adds ``|agent.td_errors(records)|`` to them
       (kept as ``last_priorities``);
     - with ``observe=False`` nothing reaches the agent: `sample` returns the folded
-      transitions (and priorities) instead, for a replay elsewhere (Ape-X).
+      transitions (and priorities) instead, for a replay elsewhere (Ape-X); `run` then
+      only acts and steps (it keeps nothing, so it folds nothing, and n-step windows left
+      open by an earlier `sample` are dropped).
 
     With worker-side folding the agent counts the records it is given as its env
     steps (``observe_transitions``); each env step starts one window and every
@@ -167,7 +169,8 @@ class VectorEnvWorker:
         except ValueError:
             self._action_space = None
         self._action_bounds = None
-        if self._action_space is not None and np.dtype(self._action_space.dtype).kind in "iu":
+        self._action_integer = self._action_space is not None and np.dtype(self._action_space.dtype).kind in "iu"
+        if self._action_integer:
             low, high = np.asarray(self._action_space.low), np.asarray(self._action_space.high)
             if low.size and (low == low.flat[0]).all() and (high == high.flat[0]).all():
                 self._action_bounds = (low.flat[0], high.flat[0])
@@ -203,11 +206,14 @@ class VectorEnvWorker:
             raise ValueError(f"VectorEnvWorker: agent.get_actions returned actions of shape {arr.shape} at worker step "
                              f"{step}; expected {want} (one action of shape {tuple(space.shape)} for each of "
                              f"{n} envs of {self.envs.env_id!r})")
-        integer = arr.dtype.kind in "iu" and np.dtype(space.dtype).kind in "iu"
+        integer = arr.dtype.kind in "iu" and self._action_integer
         if integer and arr.size and self._action_bounds is not None:
             # the per-step fast path for discrete actions; why_not only to explain a failure
             low, high = self._action_bounds
-            if low <= arr.min() and arr.max() <= high:
+            if arr.size == 1:  # one environment: a Python comparison, not two NumPy reductions
+                if low <= arr.flat[0] <= high:
+                    return arr
+            elif low <= arr.min() and arr.max() <= high:
                 return arr
         probe = arr.astype(space.dtype) if integer else arr
         reason = space.why_not(probe)
@@ -240,22 +246,21 @@ class VectorEnvWorker:
         actions = self._check_actions(self.agent.get_actions(obs, explore=self.explore), step)
         next_obs, rewards, terminated, truncated, _, act_on = self.envs.step(actions)
         done = terminated | truncated
-        if done.any():
+        any_done = bool(done.any())
+        if any_done:
             self._check_observations(act_on, f"reset after worker step {step}")
         records: list[dict[str, Any]] = []
-        if self.folds:
+        if self.folds and (self.observe or keep_records):
             for i, acc in enumerate(self._accumulators):
                 records.extend(acc.push(index_value(obs, i), actions[i], rewards[i], index_value(next_obs, i),
                                         bool(terminated[i]), bool(truncated[i])))
-            if records and (self.observe or keep_records):
+            if records:
                 batch = stack_records(records)
                 if self.compute_priorities:
                     self.last_priorities = np.abs(np.asarray(self.agent.td_errors(batch), np.float64)).reshape(-1)
                 if self.observe:
                     self.agent.observe_transitions(batch)
                 records = [batch]
-            elif not keep_records:
-                records = []
         elif self.observe:
             self.agent.observe(obs, actions, rewards, terminated, next_obs, env_id=self._env_ids,
                                truncated=truncated)
@@ -264,6 +269,9 @@ class VectorEnvWorker:
         self.total_frames = int(round(self.total_steps * self.frames_per_step))
         self._running_return += rewards
         self._running_length += 1
+        if not any_done:
+            self._obs = act_on
+            return [], records, metrics
         finished = []
         for i in np.flatnonzero(done):
             finished.append(Episode(int(i), float(self._running_return[i]), int(self._running_length[i]),
@@ -334,6 +342,11 @@ class VectorEnvWorker:
             raise ValueError(f"VectorEnvWorker.run: callback must be callable; got {callback!r}")
         if self._obs is None:
             self._start()
+        if self.folds and not (self.observe or keep_records):
+            # `run` of a worker that does not observe keeps nothing, so it folds nothing; windows left open by
+            # an earlier `sample` are dropped, as their next steps are not collected.
+            for acc in self._accumulators:
+                acc.clear()
         stats = WorkerStats()
         records: list[dict] = []
         priorities: list[np.ndarray] = []

@@ -372,3 +372,26 @@ def test_run_argument_errors(cartpole_agent, call, message):
 def test_mean_return_is_nan_before_the_first_episode(cartpole_agent):
     worker = VectorEnvWorker(cartpole_agent(), "CartPole-v1")
     assert math.isnan(worker.run(num_steps=2).mean_return_100)
+
+
+def test_run_without_observing_folds_nothing_and_sample_starts_fresh_windows():
+    # ScriptedEnv observes (episode, step within it): a record's n-step window is consecutive when its
+    # next_states is n steps after its states in the same episode (or fewer, when the episode ended).
+    from suites.doubles import FakeAgent
+
+    n_step = 3
+    agent = FakeAgent(FloatBox(2), 2, n_step=n_step, gamma=0.5)
+    worker = VectorEnvWorker(agent, lambda: ScriptedEnv([(50, "terminated")]), num_envs=2, observe=False,
+                             update=False)
+    first = worker.sample(8)  # 4 lockstep steps: windows of the last steps are still open
+    assert len(first) == 2 * (4 - n_step + 1)
+    worker.run(num_steps=10)  # acts and steps, keeps nothing
+    assert all(len(acc) == 0 for acc in worker._accumulators)
+    second = worker.sample(8)
+    states, nxt = second.records["states"], second.records["next_states"]
+    assert len(second) == 2 * (4 - n_step + 1)
+    np.testing.assert_array_equal(nxt[:, 0], states[:, 0])
+    np.testing.assert_array_equal(nxt[:, 1] - states[:, 1], n_step)
+    # the windows start at the first step of the second sample (steps 9.. of each episode)
+    assert states[:, 1].min() == 4 + 5
+    assert agent.observed == [] and agent.transitions == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -42,6 +43,32 @@ def _same_kind_number(value: Any, like: Any) -> bool:
 
 def _tensor_like(value: Any, like: Any) -> Any:
     return value if isinstance(value, torch.Tensor) else torch.as_tensor(value, dtype=like.dtype, device=like.device)
+
+
+#: id(Parameter) -> (a weak reference to it, its version, its data pointer, its contiguous OIHW copy): see
+#: `_oihw`. Keyed by id (tensors compare elementwise, so they cannot be dict keys); an entry goes when its
+#: Parameter is collected.
+_OIHW_CACHE: dict[int, tuple[Any, int, int, Any]] = {}
+
+
+def _oihw(kernel: Any) -> Any:
+    """An HWIO convolution kernel as the OIHW tensor ``conv2d`` takes.
+
+    ``kernel.permute(3, 2, 0, 1)`` is a view, which the convolution copies into a contiguous weight on every
+    call (at batch 1 that copy was a tenth of a Nature-CNN forward pass). Outside gradient recording a
+    kernel variable (a Parameter) keeps its contiguous copy, made again only when the variable changed since
+    (an optimizer step or an assignment bumps its version counter; a new storage changes its data pointer).
+    Under recording the view is used, so gradients reach the variable.
+    """
+    if not isinstance(kernel, torch.nn.Parameter) or torch.is_grad_enabled():
+        return kernel.permute(3, 2, 0, 1)
+    key, version, pointer = id(kernel), kernel._version, kernel.data_ptr()
+    hit = _OIHW_CACHE.get(key)
+    if hit is not None and hit[0]() is kernel and hit[1] == version and hit[2] == pointer:
+        return hit[3]
+    weight = kernel.detach().permute(3, 2, 0, 1).contiguous()
+    _OIHW_CACHE[key] = (weakref.ref(kernel, lambda _, k=key: _OIHW_CACHE.pop(k, None)), version, pointer, weight)
+    return weight
 
 
 @functools.lru_cache(maxsize=256)
@@ -191,7 +218,7 @@ class TorchOps:
         images = x.permute(0, 3, 1, 2)
         if explicit:
             images = torch.nn.functional.pad(images, explicit)
-        out = torch.nn.functional.conv2d(images, kernel.permute(3, 2, 0, 1), bias, stride=strides, padding=conv_pad)
+        out = torch.nn.functional.conv2d(images, _oihw(kernel), bias, stride=strides, padding=conv_pad)
         return out.permute(0, 2, 3, 1)
 
     @staticmethod

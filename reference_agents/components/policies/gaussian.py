@@ -96,6 +96,9 @@ class GaussianAdapter(Component):
                 isinstance(p, FloatBox) and p.has_batch_rank and p.shape == (self.action_dim,) for p in params)
             if not ok:
                 raise self.space_mismatch("parameters", f"a Tuple (mean, log_std) of two {leaf}", params)
+            if params[0].dtype != params[1].dtype or params[0].extra_ranks != params[1].extra_ranks:
+                raise self.space_mismatch("parameters", "mean and log_std of one dtype and one layout of extra "
+                                          "ranks", params)
         actions = input_spaces.get("actions")
         if actions is not None:
             if not (isinstance(actions, FloatBox) and actions.has_batch_rank and actions.shape == (self.action_dim,)):

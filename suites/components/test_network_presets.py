@@ -30,3 +30,12 @@ def test_a_layer_given_by_its_class_path_is_built_as_by_its_type_name() -> None:
     by_name = NeuralNetwork([{"type": "dense", "units": 3, "activation": "tanh"}])
     (a,), (b,) = by_path.layers, by_name.layers
     assert type(a) is type(b) is Dense and (a.units, a.activation) == (b.units, b.activation) == (3, "tanh")
+
+
+def test_impala_resnet_layers_are_the_ones_its_spec_builds() -> None:
+    """``nn_network_impala_resnet.yaml`` writes out ``impala_resnet_layers(channels=(4,), blocks=2, units=8)``."""
+    from reference_agents.components.nn.network import impala_resnet_layers
+
+    layers = impala_resnet_layers(channels=(4,), blocks=2, units=8)
+    assert layers == load_spec(SPECS / "nn_network_impala_resnet.yaml").spec.config["layers"]
+    assert impala_resnet_layers() is not impala_resnet_layers()  # a fresh list each call

@@ -145,3 +145,50 @@ def test_prioritized_replay_declares_the_slots_it_can_return(backend: str) -> No
                        backend=backend, seed=0, api_methods=["insert_records", "get_records"])
     slots_space = ex.apis["get_records"].output_space[1]
     assert (int(np.min(slots_space.low)), int(np.max(slots_space.high))) == (0, 5)
+
+
+def space_of(value: Any) -> Any:
+    """The space of an API argument: a record's, or a Dict/Tuple of nested records' spaces."""
+    from harness.graph.records import Record
+    from harness.spaces import Dict, Tuple
+
+    if isinstance(value, Record):
+        return value.space
+    if isinstance(value, dict):
+        return Dict({k: space_of(v) for k, v in value.items()})
+    if isinstance(value, (tuple, list)):
+        return Tuple([space_of(v) for v in value])
+    return None
+
+
+def late_spaces(ex: GraphExecutor) -> dict[int, tuple[Component, dict]]:
+    """Every component of the build with the spaces its API methods received, by argument (the build's own
+    `check_input_spaces` call sees only those known before the component's variables; arguments of
+    ``must_be_complete=False`` methods may arrive later)."""
+    out: dict[int, tuple[Component, dict]] = {}
+    for trace in ex.assembly.traces.values():
+        for call in trace.calls:
+            spaces = out.setdefault(id(call.component), (call.component, {}))[1]
+            for arg, value in call.args.items():
+                space = space_of(value)
+                if space is not None:
+                    spaces.setdefault(arg, space)
+    return out
+
+
+@pytest.mark.parametrize("backend", selected_backends())
+def test_every_space_a_tree_or_memory_receives_inside_a_replay_passes_its_own_check(backend: str) -> None:
+    """The trees and the memory of a replay take slots and masses computed inside the replay, after their
+    variables exist: those spaces must still be what their own `check_input_spaces` accepts (``masses``
+    ``float32[B]``, ``indices`` ``int64[B]``, ...)."""
+    for root, spaces in ((PrioritizedLearner(PrioritizedReplay(6), "a"),
+                          {"records": "[B]{s: float32[2], a: int64[](0,3)}", "num_records": "int64[]"}),
+                         (FrameLearner(FrameReplay(8, 2, frame_capacity=20), "actions"),
+                          spaces_of(*INSERT, "num_records"))):
+        ex = GraphExecutor(root, spaces, backend=backend, seed=0)
+        checked = 0
+        for component, received in late_spaces(ex).values():
+            if component is not root:
+                component.check_input_spaces(received)
+                checked += 1
+        assert checked >= 4  # the replay, its memory and both trees (and the frame replay)

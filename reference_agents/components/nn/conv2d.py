@@ -50,6 +50,8 @@ def check_image_space(component: Component, space: Space) -> None:
     if not (isinstance(space, FloatBox) and space.has_batch_rank and space.rank == 3):
         raise component.space_mismatch("inputs", "a FloatBox with a batch rank and core rank 3 (float32[B,H,W,C])",
                                        space)
+    if space.shape[2] < 1:  # the ops of both backends fail on it (a late BuildError or ExecutionError)
+        raise component.space_mismatch("inputs", "images with at least one channel", space)
 
 
 def fold_images(F: Any, inputs: Any, batch_only: bool) -> tuple[Any, list[Any] | None]:

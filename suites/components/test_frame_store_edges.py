@@ -48,14 +48,16 @@ def test_the_first_frame_written_is_a_match_candidate():
     assert index.prev[1] == 0
 
 
-def test_stacks_are_compared_byte_for_byte_even_when_hashes_collide(monkeypatch):
+@pytest.mark.parametrize("window", [None, 3])
+def test_stacks_are_compared_byte_for_byte_even_when_hashes_collide(monkeypatch, window):
     """Candidates come from a dictionary of hashes; with every frame hashing alike, the byte comparison alone
-    must keep distinct stacks apart."""
+    must keep distinct stacks apart (with a short match window too, where a chain's older frames have left
+    the window and their copies were overwritten by newer frames)."""
     monkeypatch.setattr(frame_index_module, "hash", lambda data: 0, raising=False)
     for stack in (1, 2, 3):
         rows = atari_like_records(np.random.default_rng(stack), 2, 12, 2, stack=stack, frame_shape=SHAPE,
                                   palette=4)
-        store = HostFrameReplay(16, SHAPE, stack, frame_capacity=200, seed=0)  # room for every chain
+        store = HostFrameReplay(16, SHAPE, stack, frame_capacity=200, match_window=window, seed=0)  # room for all
         oracle = FullStackReplay(16)
         fill(store, rows, 3, oracle)
         assert len(assert_valid_equal_oracle(store, oracle)) == 16
@@ -165,3 +167,82 @@ def test_the_default_store_takes_the_default_atari_stacks():
     got = store.records_at(slots)
     assert_records_equal({k: got[k] for k in ("states", "next_states")},
                          {k: records[k] for k in ("states", "next_states")})
+
+
+def test_sizes_that_are_no_positive_int_are_refused():
+    for capacity in (8.5, "8", True):
+        with pytest.raises(ValueError, match="capacity must be a positive int"):
+            FrameIndex(capacity, SHAPE, 2)
+
+
+def test_the_match_window_is_never_longer_than_the_frame_ring():
+    """Frames older than the ring are gone: a longer window would keep copies of them for nothing."""
+    index = FrameIndex(8, SHAPE, 2, frame_capacity=10, match_window=100)
+    assert index.window == 10 and index.recent.shape[0] == 10
+
+
+def test_a_load_replaces_what_the_store_held_before():
+    """Loading into a store with a history of its own: afterwards it goes on as the saved store does (its own
+    match candidates are gone with the rest of its state)."""
+    episode = [row([k, k + 1], [k + 1, k + 2]) for k in range(1, 12)]
+    other = [row([k, k + 1], [k + 1, k + 2]) for k in range(40, 47)]
+    kwargs = dict(frame_capacity=30, match_window=9, seed=0)
+    saved, used = HostFrameReplay(16, SHAPE, 2, **kwargs), HostFrameReplay(16, SHAPE, 2, **kwargs)
+    fill(saved, episode, 3)
+    fill(used, other, 3)
+    used.load_state_dict({k: np.array(v) for k, v in saved.state_dict().items()})
+    more = [row([k, k + 1], [k + 1, k + 2]) for k in range(44, 48)] + episode[-2:]
+    for store in (saved, used):
+        fill(store, more, 2)
+    assert used.index.frames_written == saved.index.frames_written
+    np.testing.assert_array_equal(used.index.prev, saved.index.prev)
+    np.testing.assert_array_equal(used.index.valid, saved.index.valid)
+
+
+def test_a_loaded_store_weighs_and_prioritizes_as_the_saved_one():
+    store = HostFrameReplay(8, SHAPE, 1, alpha=1.0, beta=1.0, frame_capacity=30, seed=0)
+    slots = store.add(stack_records([row([k], [k + 1]) for k in range(1, 6)]),
+                      priorities=np.array([1.0, 4.0, 2.0, 8.0, 0.5], np.float32))
+    loaded = HostFrameReplay(8, SHAPE, 1, alpha=1.0, beta=1.0, frame_capacity=30, seed=0)
+    loaded.load_state_dict({k: np.array(v) for k, v in store.state_dict().items()})
+    np.testing.assert_array_equal(loaded.weights(slots), store.weights(slots))
+    new = [s.add(stack_records([row([9], [10])])) for s in (store, loaded)]  # at the largest priority so far
+    np.testing.assert_array_equal(loaded.trees.sum[loaded.trees.leaves + new[1]],
+                                  store.trees.sum[store.trees.leaves + new[0]])
+    np.testing.assert_allclose(loaded.trees.sum[loaded.trees.leaves + new[1]], 8.0, rtol=1e-5)
+
+
+def test_records_at_takes_slots_modulo_the_capacity():
+    store = HostFrameReplay(4, SHAPE, 1, frame_capacity=12, seed=0)
+    fill(store, [row([k], [k + 1], action=k) for k in range(1, 5)], 4)
+    assert_records_equal(store.records_at([5, -1, 8]), store.records_at([1, 3, 0]))
+
+
+def test_priority_updates_take_slots_as_any_sequence():
+    store = HostFrameReplay(4, SHAPE, 1, alpha=1.0, epsilon=1e-6, frame_capacity=12, seed=0)
+    fill(store, [row([k], [k + 1]) for k in range(1, 5)], 4)
+    store.update_priorities([0, 2], [3.0, 5.0])
+    np.testing.assert_allclose(store.trees.sum[store.trees.leaves:][[0, 2]], [3.0, 5.0], rtol=1e-5)
+
+
+def test_compressed_bytes_are_what_the_blobs_take_in_memory():
+    """``frame_nbytes`` with LZ4 is ``sys.getsizeof`` of every blob plus the list's pointers."""
+    import sys
+
+    store = HostFrameReplay(12, SHAPE, 2, compression="lz4", frame_capacity=20, seed=0)
+    fill(store, atari_like_records(np.random.default_rng(30), 1, 15, 1, stack=2, frame_shape=SHAPE, palette=50), 5)
+    blobs = [b for b in store.packed if b is not None]
+    assert blobs and store.frame_nbytes() == sum(sys.getsizeof(b) for b in blobs) + 8 * len(store.packed)
+
+
+def test_the_priority_defaults_are_prioritized_replays():
+    """`HostFrameReplay` documents ``alpha, beta, epsilon`` as `PrioritizedReplay`'s, defaults included."""
+    import inspect
+
+    from reference_agents.components.memories import FrameReplay, PrioritizedReplay
+
+    def defaults(cls):
+        return {k: p.default for k, p in inspect.signature(cls).parameters.items() if k in ("alpha", "beta", "epsilon")}
+
+    assert defaults(HostFrameReplay) == defaults(PrioritizedReplay) == defaults(FrameReplay)
+    assert len(defaults(PrioritizedReplay)) == 3

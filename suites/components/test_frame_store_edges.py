@@ -246,3 +246,13 @@ def test_the_priority_defaults_are_prioritized_replays():
 
     assert defaults(HostFrameReplay) == defaults(PrioritizedReplay) == defaults(FrameReplay)
     assert len(defaults(PrioritizedReplay)) == 3
+
+
+def test_a_batch_longer_than_the_capacity_keeps_the_last_records_with_their_own_priorities():
+    store = HostFrameReplay(4, SHAPE, 1, alpha=1.0, epsilon=1e-6, frame_capacity=20, seed=0)
+    rows = [row([k], [k + 1], action=k) for k in range(1, 7)]
+    slots = store.add(stack_records(rows), priorities=np.array([9.0, 7.0, 1.0, 2.0, 3.0, 4.0], np.float32))
+    assert sorted(slots.tolist()) == [0, 1, 2, 3]
+    np.testing.assert_array_equal(store.records_at(slots)["actions"], [3, 4, 5, 6])
+    np.testing.assert_allclose(store.trees.sum[store.trees.leaves + slots], [1.0, 2.0, 3.0, 4.0], rtol=1e-5)
+    assert store.max_priority == np.float32(4.0 + 1e-6)  # the dropped records' priorities are not kept

@@ -256,3 +256,54 @@ def test_a_batch_longer_than_the_capacity_keeps_the_last_records_with_their_own_
     np.testing.assert_array_equal(store.records_at(slots)["actions"], [3, 4, 5, 6])
     np.testing.assert_allclose(store.trees.sum[store.trees.leaves + slots], [1.0, 2.0, 3.0, 4.0], rtol=1e-5)
     assert store.max_priority == np.float32(4.0 + 1e-6)  # the dropped records' priorities are not kept
+
+
+def test_the_oldest_frame_of_the_match_window_is_still_reused():
+    """Stack 1, window 3: after A, B, C, D (stamps 0-3) the window holds B, C, D; a stack B reuses B's slot."""
+    index = FrameIndex(8, SHAPE, 1, frame_capacity=10, match_window=3)
+    index.add(stack_records([row([1], [2]), row([3], [4])]))
+    index.add(stack_records([row([2], [5])]))
+    assert index.frames_written == 5  # only frame 5 was new
+
+
+def test_a_stack_is_never_chained_onto_the_frame_about_to_be_overwritten():
+    """Stack 2, a ring of 4 frames: the stack [A, E] must not take A's slot as E's parent when A is the oldest
+    frame (E is written into that very slot: the chain would point at itself and read [E, E])."""
+    store = HostFrameReplay(8, SHAPE, 2, frame_capacity=4, seed=0)
+    oracle = FullStackReplay(8)
+    rows = [row([1, 1], [1, 2]), row([1, 2], [2, 3]), row([2, 3], [3, 4]), row([1, 5], [5, 6])]
+    fill(store, rows, 1, oracle)
+    assert store.index.valid[3] and len(assert_valid_equal_oracle(store, oracle)) >= 1
+
+
+def test_a_matched_stack_does_not_need_the_ancestors_before_its_oldest_frame():
+    """Stack 2: E was chained to an older B; once B is overwritten, the stack [E, H] still holds (B is not in it)
+    and is reused: the next record adds one frame."""
+    index = FrameIndex(16, SHAPE, 2, frame_capacity=6)
+    index.add(stack_records([row([1, 1], [1, 2]), row([3, 3], [3, 4]), row([1, 2], [2, 5]), row([2, 5], [5, 8]),
+                             row([9, 9], [9, 10])]))
+    assert index.frames_written == 8 and index.stamp[1] == 7  # B's slot now holds frame 10
+    index.add(stack_records([row([5, 8], [8, 11])]))
+    assert index.frames_written == 9
+
+
+@pytest.mark.parametrize("stack", [1, 2])
+def test_right_after_a_load_recent_stacks_are_extended_by_one_frame(stack):
+    """After a load: a record whose state is the last stored stack and whose next stack extends it adds one
+    frame (suffix candidates are rebuilt), also when every frame written so far is in the window."""
+    start = [1] * stack
+    episode = [row(start, start[1:] + [2]), row(start[1:] + [2], start[2:] + [2, 3])] if stack == 2 else \
+        [row([1], [2]), row([2], [3])]
+    for batch in (episode, episode + [row([7] * stack, [7] * (stack - 1) + [8])] * 6):
+        kwargs = dict(frame_capacity=40, match_window=12, seed=0)
+        store = HostFrameReplay(20, SHAPE, stack, **kwargs)
+        fill(store, batch, 2)
+        loaded = HostFrameReplay(20, SHAPE, stack, **kwargs)
+        loaded.load_state_dict({k: np.array(v) for k, v in store.state_dict().items()})
+        before = loaded.index.frames_written
+        last = batch[-1]["next_states"]
+        following = row([int(f[0, 0]) for f in np.moveaxis(last, -1, 0)],
+                        [int(f[0, 0]) for f in np.moveaxis(last, -1, 0)][1:] + [99])
+        for s in (store, loaded):
+            fill(s, [following, batch[0]], 2)
+        assert loaded.index.frames_written == store.index.frames_written == before + 1

@@ -237,6 +237,10 @@ class Ops(Protocol):
     def random_normal(self, shape: Any, mean: float = 0.0, std: float = 1.0, dtype: DType = "float32") -> Tensor:
         """Normal samples of ``shape`` from the executor's seeded generator."""
 
+    def random_integers(self, shape: Any, high: int, dtype: DType = "int64") -> Tensor:
+        """Integers drawn uniformly from ``0 .. high - 1`` (``high >= 1``; ``dtype`` int32 or int64) of ``shape``
+        from the executor's seeded generator."""
+
     # ---- variables and gradients ----------------------------------------------------------------
     def assign(self, var: Any, value: Any) -> Any:
         """Overwrites the backend variable ``var`` with ``value`` (its shape; cast by the backend rules)."""

@@ -19,6 +19,7 @@ from harness.backends.base import OP_NAMES as BASE_OP_NAMES
 from harness.backends.ops import OP_NAMES, Ops
 from harness.graph import Component, api, graph_fn
 from harness.spaces import BoolBox, FloatBox, IntBox, Tuple
+from harness.testing import distributions as D
 from harness.testing.component_test import ComponentTest, assert_outputs_equal
 from suites.backends import numpy_reference as ref
 
@@ -159,6 +160,16 @@ def _moments(low: float, high: float, mean: float, std: float, dtype: Any) -> Ca
         assert result.min() >= low and result.max() < high, (result.min(), result.max())
         assert abs(result.mean() - mean) < 0.05 * std + 1e-3, f"mean {result.mean()} vs {mean}"
         assert abs(result.std() - std) < 0.05 * std, f"std {result.std()} vs {std}"
+    return check
+
+
+def _uniform_integers(high: int, dtype: Any) -> Callable:
+    # Range, dtype and a chi-square test at alpha 1e-4 (the power calculation for a stated effect is in
+    # suites/library/test_distributions.py; this is the per-op parity case on both backends).
+    def check(result: np.ndarray, inputs: tuple) -> None:
+        assert result.shape == (20000,) and result.dtype == np.dtype(dtype), (result.shape, result.dtype)
+        assert result.min() == 0 and result.max() == high - 1, (result.min(), result.max())
+        D.check_chi_square(D.Where("Ops", "random_integers", "", ""), result, np.full(high, 1.0 / high))
     return check
 
 
@@ -327,6 +338,10 @@ CASES: dict[str, list[Case]] = {
                             check=_moments(2.0, 5.0, 3.5, 3.0 / np.sqrt(12.0), np.float32)),
                        Case(lambda F, n: F.random_uniform([20000], dtype="float64"), None, (np.array(1),),
                             check=_moments(0.0, 1.0, 0.5, 1.0 / np.sqrt(12.0), np.float64))],
+    "random_integers": [Case(lambda F, n: F.random_integers(F.reshape(n, [1]), 7), None, (np.array(20000),),
+                             check=_uniform_integers(7, "int64")),
+                        Case(lambda F, n: F.random_integers([20000], 3, dtype="int32"), None, (np.array(1),),
+                             check=_uniform_integers(3, "int32"))],
     "random_normal": [Case(lambda F, n: F.random_normal([20000], 1.0, 2.0), None, (np.array(1),),
                            check=_moments(-np.inf, np.inf, 1.0, 2.0, np.float32))],
     # Two variables of different shapes; lr, betas and epsilon away from their usual values and unequal; at

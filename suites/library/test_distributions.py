@@ -19,7 +19,7 @@ import pytest
 import harness.backends.base as backend_base
 from harness.execution.executor import GraphExecutor
 from harness.graph import Component, api, graph_fn
-from harness.spaces import FloatBox
+from harness.spaces import FloatBox, IntBox
 from harness.testing import distributions as D
 from harness.testing.plugin import selected_backends
 from reference_agents.components.explorations import EpsilonGreedy
@@ -300,9 +300,17 @@ GLOROT_N = D.sample_size_ks(D.ks_distance(uniform_cdf(-GLOROT_LIMIT, GLOROT_LIMI
                                           GRID * GLOROT_LIMIT), D.ALPHA / 2)
 
 
+#: random_integers(INT_HIGH): the stated effect is the top value drawn at 0.9 of its rate (an off-by-one or
+#: rounding that starves the last value; the rest share its loss).
+INT_HIGH = 5
+INT_P0 = np.full(INT_HIGH, 1.0 / INT_HIGH)
+INT_N = D.sample_size_chi_square(INT_P0, np.append(np.full(INT_HIGH - 1, 10.0), 9.0) / (10 * INT_HIGH - 1))
+
+
 class RandomOps(Component):
-    """Draws of ``F.random_uniform(LOW, HIGH)`` and ``F.random_normal(NORMAL_MEAN, NORMAL_STD)``, and two
-    variables with the ``glorot_uniform`` and ``normal(NORMAL_INIT_STD)`` initializers."""
+    """Draws of ``F.random_uniform(LOW, HIGH)``, ``F.random_normal(NORMAL_MEAN, NORMAL_STD)`` and
+    ``F.random_integers(INT_HIGH)``, and two variables with the ``glorot_uniform`` and
+    ``normal(NORMAL_INIT_STD)`` initializers."""
 
     def __init__(self) -> None:
         super().__init__(scope="random_ops")
@@ -330,6 +338,17 @@ class RandomOps(Component):
     def _graph_fn_normal(self, F: Any, num: Any) -> Any:
         return F.random_normal(F.reshape(num, [1]), NORMAL_MEAN, NORMAL_STD, dtype="float64")
 
+    @api
+    def integers(self, num: Any) -> Any:
+        return self._graph_fn_integers(num)
+
+    def _int_space(self, num: Any) -> Any:
+        return IntBox(INT_HIGH, batch_rank=True)
+
+    @graph_fn(output_spaces=_int_space)
+    def _graph_fn_integers(self, F: Any, num: Any) -> Any:
+        return F.random_integers(F.reshape(num, [1]), INT_HIGH)
+
 
 def random_ops(backend: str) -> GraphExecutor:
     return GraphExecutor(RandomOps(), {"num": "int64[]"}, backend=backend, seed=13)
@@ -344,6 +363,13 @@ def check_random_uniform(backend: str) -> None:
 def check_random_normal(backend: str) -> None:
     draws = random_ops(backend).execute("normal", np.int64(moment_sample_size(3)))
     D.check_moments(D.Where("Ops", "random_normal", "", backend), draws[:, None], NORMAL_MEAN, NORMAL_STD)
+
+
+def check_random_integers(backend: str) -> None:
+    draws = random_ops(backend).execute("integers", np.int64(INT_N))
+    assert draws.dtype == np.int64 and draws.shape == (INT_N,), (draws.dtype, draws.shape)
+    D.check_chi_square(D.Where("Ops", "random_integers", "", backend), draws, INT_P0,
+                       what=f"uniform integers 0..{INT_HIGH - 1}")
 
 
 def check_initial_values(backend: str) -> None:
@@ -361,8 +387,9 @@ def check_initial_values(backend: str) -> None:
 
 
 @backends
-@pytest.mark.parametrize("check", [check_random_uniform, check_random_normal, check_initial_values],
-                         ids=["random_uniform", "random_normal", "initial_values"])
+@pytest.mark.parametrize("check", [check_random_uniform, check_random_normal, check_random_integers,
+                                   check_initial_values],
+                         ids=["random_uniform", "random_normal", "random_integers", "initial_values"])
 def test_random_ops(backend: str, check: Any) -> None:
     check(backend)
 
@@ -379,6 +406,20 @@ def test_random_uniform_planted_shift(monkeypatch: pytest.MonkeyPatch) -> None:
                fn(self, shape, low, high, dtype) + 0.05 * (high - low))
     for backend in BACKENDS:
         assert "KS D" in must_fail(check_random_uniform, backend)
+
+
+@pytest.mark.parametrize("bug", ["top value never", "top value at 0.9"])
+def test_random_integers_planted(monkeypatch: pytest.MonkeyPatch, bug: str) -> None:
+    def make(fn: Any) -> Any:
+        def integers(self: Any, shape: Any, high: int, dtype: str = "int64") -> Any:
+            if bug == "top value never":  # an off-by-one range
+                return fn(self, shape, high - 1, dtype)
+            return fn(self, shape, 10 * high - 1, dtype) // 10  # the stated effect: 9 of 10 shares for the top
+        return integers
+
+    _patch_ops(monkeypatch, "random_integers", make)
+    for backend in BACKENDS:
+        assert "p-value" in must_fail(check_random_integers, backend)
 
 
 @pytest.mark.parametrize("bug", ["mean+0.05*std", "std*1.05"])

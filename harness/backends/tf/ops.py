@@ -171,6 +171,11 @@ class TFOps:
     def random_normal(self, shape: Any, mean: float = 0.0, std: float = 1.0, dtype: str = "float32") -> Any:
         return self._gen.normal(shape, mean, std, dtype=dtype)
 
+    def random_integers(self, shape: Any, high: int, dtype: str = "int64") -> Any:
+        # Generator.uniform of an integer dtype draws from [minval, maxval); TF documents a slight bias unless
+        # the range is a power of two, of the order of range / 2**32, far below what any test here can see.
+        return self._gen.uniform(shape, 0, int(high), dtype=dtype)
+
     # variables and gradients
     @staticmethod
     def assign(var: tf.Variable, value: Any) -> Any:

@@ -294,6 +294,12 @@ class TorchOps:
                                                                                              generator=self._gen)
         return self._drawn(u)
 
+    def random_integers(self, shape: Any, high: int, dtype: str = "int64") -> Any:
+        # One op, where a uniform draw scaled, cast and clamped into range was four.
+        r = torch.randint(0, int(high), tuple(int(s) for s in shape), generator=self._gen, dtype=_dt(dtype),
+                          device="cpu")
+        return self._drawn(r)
+
     def random_normal(self, shape: Any, mean: float = 0.0, std: float = 1.0, dtype: str = "float32") -> Any:
         n = torch.randn(tuple(int(s) for s in shape), generator=self._gen, dtype=_dt(dtype), device="cpu")
         return self._drawn(n) * std + mean

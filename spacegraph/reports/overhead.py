@@ -126,6 +126,7 @@ def markdown(r: dict[str, Any]) -> str:
               "doing the same (the Q-network called directly, epsilon-greedy in NumPy, the same `VectorEnv`); "
               "in brackets the worker observing too (n-step folding and replay insert). Start-up is wall-clock time of a fresh process and "
               "moves with the machine's load (the framework import alone is most of it).", "",
+              *([f"Notes:", "", *(f"- {n}" for n in r["notes"]), ""] if r.get("notes") else []),
               "Rebuild: `OMP_NUM_THREADS=1 python -m spacegraph.reports.overhead --out reports --repeats 2`; "
               "the same comparisons run in asv as `act.ActThroughput.track_ratio`, "
               "`update.DQNUpdate.track_hand_over_framework`, `sampling.SamplingOverhead.track_act_over_direct` and "
@@ -140,8 +141,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--backends", default="tf,torch")
+    parser.add_argument("--note", action="append", default=[], help="a note for the report (repeatable)")
     args = parser.parse_args(argv)
     result = measure(tuple(args.backends.split(",")), args.repeats, args.seconds)
+    result["notes"] = list(args.note)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "overhead.json").write_text(json.dumps(result, indent=1, default=str))

@@ -45,29 +45,36 @@ def _tensor_like(value: Any, like: Any) -> Any:
     return value if isinstance(value, torch.Tensor) else torch.as_tensor(value, dtype=like.dtype, device=like.device)
 
 
-#: id(Parameter) -> (a weak reference to it, its version, its data pointer, its contiguous OIHW copy): see
-#: `_oihw`. Keyed by id (tensors compare elementwise, so they cannot be dict keys); an entry goes when its
-#: Parameter is collected.
-_OIHW_CACHE: dict[int, tuple[Any, int, int, Any]] = {}
+#: (id(Parameter), memory format) -> (a weak reference to it, its version, its data pointer, its OIHW copy):
+#: see `_oihw`. Keyed by id (tensors compare elementwise, so they cannot be dict keys); the entries go when
+#: their Parameter is collected.
+_OIHW_CACHE: dict[tuple[int, bool], tuple[Any, int, int, Any]] = {}
 
 
-def _oihw(kernel: Any) -> Any:
-    """An HWIO convolution kernel as the OIHW tensor ``conv2d`` takes.
+def _drop_oihw(key: int) -> None:
+    for channels_last in (False, True):
+        _OIHW_CACHE.pop((key, channels_last), None)
 
-    ``kernel.permute(3, 2, 0, 1)`` is a view, which the convolution copies into a contiguous weight on every
-    call (at batch 1 that copy was a tenth of a Nature-CNN forward pass). Outside gradient recording a
-    kernel variable (a Parameter) keeps its contiguous copy, made again only when the variable changed since
-    (an optimizer step or an assignment bumps its version counter; a new storage changes its data pointer).
-    Under recording the view is used, so gradients reach the variable.
+
+def _oihw(kernel: Any, channels_last: bool = False) -> Any:
+    """An HWIO convolution kernel as the OIHW weight ``conv2d`` takes, in the images' memory format.
+
+    ``kernel.permute(3, 2, 0, 1)`` is a view, which the convolution copies into the layout it computes in on
+    every call: OIHW for NCHW images, OHWI (channels-last) for channels-last ones, which NHWC images permuted
+    to NCHW are. That copy was ~8% of a batch-1 Nature-CNN pass. Outside gradient recording a kernel variable
+    (a Parameter) keeps its copy in the layout its images want, made again only when the variable changed
+    since (an optimizer step or an assignment bumps its version counter; a new storage changes its data
+    pointer). Under recording the view is used, so gradients reach the variable.
     """
     if not isinstance(kernel, torch.nn.Parameter) or torch.is_grad_enabled():
         return kernel.permute(3, 2, 0, 1)
-    key, version, pointer = id(kernel), kernel._version, kernel.data_ptr()
+    key, version, pointer = (id(kernel), channels_last), kernel._version, kernel.data_ptr()
     hit = _OIHW_CACHE.get(key)
     if hit is not None and hit[0]() is kernel and hit[1] == version and hit[2] == pointer:
         return hit[3]
-    weight = kernel.detach().permute(3, 2, 0, 1).contiguous()
-    _OIHW_CACHE[key] = (weakref.ref(kernel, lambda _, k=key: _OIHW_CACHE.pop(k, None)), version, pointer, weight)
+    weight = kernel.detach().permute(3, 2, 0, 1).contiguous(
+        memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    _OIHW_CACHE[key] = (weakref.ref(kernel, lambda _, k=key[0]: _drop_oihw(k)), version, pointer, weight)
     return weight
 
 
@@ -218,7 +225,8 @@ class TorchOps:
         images = x.permute(0, 3, 1, 2)
         if explicit:
             images = torch.nn.functional.pad(images, explicit)
-        out = torch.nn.functional.conv2d(images, _oihw(kernel), bias, stride=strides, padding=conv_pad)
+        weight = _oihw(kernel, images.dim() == 4 and images.is_contiguous(memory_format=torch.channels_last))
+        out = torch.nn.functional.conv2d(images, weight, bias, stride=strides, padding=conv_pad)
         return out.permute(0, 2, 3, 1)
 
     @staticmethod

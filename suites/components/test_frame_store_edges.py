@@ -307,3 +307,45 @@ def test_right_after_a_load_recent_stacks_are_extended_by_one_frame(stack):
         for s in (store, loaded):
             fill(s, [following, batch[0]], 2)
         assert loaded.index.frames_written == store.index.frames_written == before + 1
+
+
+def test_a_stack_whose_older_frame_was_overwritten_is_stored_afresh():
+    """Stack 2: E was chained to B; once B's slot holds another frame, the stack [B, E] is no longer in the
+    store and must be written again (not read as [<the new frame>, E])."""
+    store = HostFrameReplay(16, SHAPE, 2, frame_capacity=6, seed=0)
+    oracle = FullStackReplay(16)
+    rows = [row([1, 1], [1, 2]), row([3, 3], [3, 4]), row([1, 2], [2, 5]), row([2, 5], [5, 8]), row([9, 9], [9, 10]),
+            row([2, 5], [5, 12])]
+    fill(store, rows, 1, oracle)
+    assert store.index.valid[5]
+    assert_valid_equal_oracle(store, oracle)
+
+
+def test_prefix_sum_search_puts_a_mass_on_a_boundary_into_the_next_leaf():
+    """Leaf ``j`` holds the masses ``[c_j, c_j + leaf_j)``: a mass equal to a cumulative sum belongs to the next
+    non-empty leaf (so an empty leaf is never found), and the total itself to the last slot."""
+    from reference_agents.components.memories.host_frame_replay import HostSumMinTrees
+
+    trees = HostSumMinTrees(5)
+    trees.set(np.arange(5), np.array([1.0, 0.0, 2.0, 1.0, 1.0], np.float32))
+    np.testing.assert_array_equal(trees.prefix_sum_index(np.array([0.0, 1.0, 3.0, 4.0], np.float32)), [0, 2, 3, 4])
+    store = HostFrameReplay(5, SHAPE, 1, frame_capacity=20, seed=0)
+    fill(store, [row([k], [k + 1]) for k in range(1, 6)], 5)
+    assert store.sample_slots(1, masses=np.array([store.trees.sum[1]], np.float32)).tolist() == [4]
+
+
+@pytest.mark.parametrize("compression", [None, "lz4"])
+def test_saving_a_loaded_store_gives_back_what_was_loaded(compression):
+    """`load_state_dict` into a store with a history of its own replaces all of it: saving it again gives the
+    arrays that were loaded, and its byte counts are the saved store's."""
+    kwargs = dict(frame_capacity=24, compression=compression, seed=0)
+    saved, used = HostFrameReplay(12, SHAPE, 2, **kwargs), HostFrameReplay(12, SHAPE, 2, **kwargs)
+    fill(saved, atari_like_records(np.random.default_rng(40), 1, 6, 1, stack=2, frame_shape=SHAPE, palette=50), 3)
+    fill(used, atari_like_records(np.random.default_rng(41), 2, 12, 1, stack=2, frame_shape=SHAPE, palette=50), 3)
+    state = {k: np.array(v) for k, v in saved.state_dict().items()}
+    used.load_state_dict(state)
+    again = used.state_dict()
+    assert sorted(again) == sorted(state)
+    for key, value in state.items():
+        np.testing.assert_array_equal(np.asarray(again[key]), value, err_msg=key)
+    assert used.frame_nbytes() == saved.frame_nbytes() and used.nbytes() == saved.nbytes()

@@ -331,7 +331,7 @@ def test_prefix_sum_search_puts_a_mass_on_a_boundary_into_the_next_leaf():
     np.testing.assert_array_equal(trees.prefix_sum_index(np.array([0.0, 1.0, 3.0, 4.0], np.float32)), [0, 2, 3, 4])
     store = HostFrameReplay(5, SHAPE, 1, frame_capacity=20, seed=0)
     fill(store, [row([k], [k + 1]) for k in range(1, 6)], 5)
-    assert store.sample_slots(1, masses=np.array([store.trees.sum[1]], np.float32)).tolist() == [4]
+    assert store.sample_slots(8, masses=np.full(8, store.trees.sum[1], np.float32)).tolist() == [4] * 8
 
 
 @pytest.mark.parametrize("compression", [None, "lz4"])

@@ -349,3 +349,36 @@ def test_saving_a_loaded_store_gives_back_what_was_loaded(compression):
     for key, value in state.items():
         np.testing.assert_array_equal(np.asarray(again[key]), value, err_msg=key)
     assert used.frame_nbytes() == saved.frame_nbytes() and used.nbytes() == saved.nbytes()
+
+
+def test_redraws_are_proportional_draws_over_the_whole_total(monkeypatch):
+    """The draws replacing ones rounded onto an empty leaf are fresh proportional draws over all of the total:
+    with the first search planted onto a dead slot (leaf 0) for every mass, the redraws follow the live
+    priorities (chi-square test at the suite's level, `harness.testing.distributions`; fixed seed)."""
+    from harness.testing import distributions as D
+
+    store = HostFrameReplay(5, SHAPE, 1, alpha=1.0, epsilon=1e-6, frame_capacity=20, seed=3)
+    fill(store, [row([k], [k + 1]) for k in range(1, 6)], 5)
+    store.update_priorities(np.arange(5), np.array([1.0, 2.0, 5.0, 3.0, 4.0], np.float32))
+    store.trees.set(np.array([2]), np.zeros(1, np.float32), np.full(1, np.inf, np.float32))  # slot 2 dead
+    real, calls = store.trees.prefix_sum_index, []
+
+    def planted(masses):
+        calls.append(len(masses))
+        return np.full(len(masses), 2) if len(calls) == 1 else real(masses)
+
+    monkeypatch.setattr(store.trees, "prefix_sum_index", planted)
+    live = np.array([0, 1, 3, 4])
+    p0 = np.array([1.0, 2.0, 3.0, 4.0]) / 10.0
+    n = D.sample_size_chi_square(p0, np.array([1.0, 2.0, 4.0, 3.0]) / 10.0)
+    slots = store.sample_slots(n)
+    assert calls[:2] == [n, n] and np.isin(slots, live).all()
+    D.check_chi_square(D.Where("HostFrameReplay", "sample_slots", "redraws", "numpy"), np.searchsorted(live, slots),
+                       p0, what="proportional to the live priorities")
+
+
+def test_a_slot_that_cannot_be_drawn_weighs_one_as_in_prioritized_replay():
+    store = HostFrameReplay(8, SHAPE, 1, alpha=1.0, beta=1.0, frame_capacity=20, seed=0)
+    fill(store, [row([k], [k + 1]) for k in range(1, 4)], 3)
+    store.update_priorities(np.arange(3), np.array([1.0, 2.0, 4.0], np.float32))
+    np.testing.assert_allclose(store.weights(np.array([0, 1, 2, 5, 7])), [1.0, 0.5, 0.25, 1.0, 1.0], rtol=1e-5)

@@ -105,7 +105,9 @@ class VectorEnvWorker:
                               if self.folds else [])
         self._obs: Any = None
         self._running_return = np.zeros(self.num_envs, np.float64)
-        self._running_length = np.zeros(self.num_envs, np.int64)
+        # An episode's length is the lockstep steps since it started (one counter, not an add per env and step).
+        self._lockstep = 0
+        self._episode_start = np.zeros(self.num_envs, np.int64)
         self.total_steps = 0
         self.total_frames = 0
         self.total_updates = 0
@@ -170,10 +172,11 @@ class VectorEnvWorker:
             self._action_space = None
         self._action_bounds = None
         self._action_integer = self._action_space is not None and np.dtype(self._action_space.dtype).kind in "iu"
+        self._actions_shape = None if self._action_space is None else (self.num_envs,) + tuple(self._action_space.shape)
         if self._action_integer:
             low, high = np.asarray(self._action_space.low), np.asarray(self._action_space.high)
             if low.size and (low == low.flat[0]).all() and (high == high.flat[0]).all():
-                self._action_bounds = (low.flat[0], high.flat[0])
+                self._action_bounds = (int(low.flat[0]), int(high.flat[0]))
         state_space = getattr(self.agent, "state_space", None)
         self._state_space = None if state_space is None else state_space.with_batch_rank().without_bounds()
         if self._state_space is None:
@@ -201,7 +204,7 @@ class VectorEnvWorker:
         if space is None:
             return arr
         n = self.num_envs if num_envs is None else num_envs
-        want = (n,) + tuple(space.shape)
+        want = self._actions_shape if num_envs is None else (n,) + tuple(space.shape)
         if arr.shape != want:
             raise ValueError(f"VectorEnvWorker: agent.get_actions returned actions of shape {arr.shape} at worker step "
                              f"{step}; expected {want} (one action of shape {tuple(space.shape)} for each of "
@@ -211,7 +214,7 @@ class VectorEnvWorker:
             # the per-step fast path for discrete actions; why_not only to explain a failure
             low, high = self._action_bounds
             if arr.size == 1:  # one environment: a Python comparison, not two NumPy reductions
-                if low <= arr.flat[0] <= high:
+                if low <= arr.item() <= high:
                     return arr
             elif low <= arr.min() and arr.max() <= high:
                 return arr
@@ -232,7 +235,7 @@ class VectorEnvWorker:
         self._obs = self.envs.reset(seed=seed)
         self.resets += 1
         self._running_return[:] = 0.0
-        self._running_length[:] = 0
+        self._episode_start[:] = self._lockstep
         for acc in self._accumulators:
             acc.clear()
         self._check_observations(self._obs, "after reset")
@@ -245,8 +248,7 @@ class VectorEnvWorker:
         obs = self._obs
         actions = self._check_actions(self.agent.get_actions(obs, explore=self.explore), step)
         next_obs, rewards, terminated, truncated, _, act_on = self.envs.step(actions)
-        done = terminated | truncated
-        any_done = bool(done.any())
+        any_done = act_on is not next_obs  # VectorEnv.step returns one object for both when no episode ended
         if any_done:
             self._check_observations(act_on, f"reset after worker step {step}")
         records: list[dict[str, Any]] = []
@@ -268,16 +270,17 @@ class VectorEnvWorker:
         self.total_steps += self.num_envs
         self.total_frames = int(round(self.total_steps * self.frames_per_step))
         self._running_return += rewards
-        self._running_length += 1
+        self._lockstep += 1
         if not any_done:
             self._obs = act_on
             return [], records, metrics
         finished = []
-        for i in np.flatnonzero(done):
-            finished.append(Episode(int(i), float(self._running_return[i]), int(self._running_length[i]),
-                                    bool(terminated[i]), bool(truncated[i]), self.total_steps, self.total_frames))
+        for i in np.flatnonzero(terminated | truncated):
+            length = int(self._lockstep - self._episode_start[i])
+            finished.append(Episode(int(i), float(self._running_return[i]), length, bool(terminated[i]),
+                                    bool(truncated[i]), self.total_steps, self.total_frames))
             self._running_return[i] = 0.0
-            self._running_length[i] = 0
+            self._episode_start[i] = self._lockstep
         if finished and hasattr(self.agent, "reset_preprocessor"):
             self.agent.reset_preprocessor([e.env_id for e in finished])
         self.episodes.extend(finished)

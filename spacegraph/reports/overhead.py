@@ -9,7 +9,8 @@
   (`update_overhead`, interleaved rounds, median of the CPU-time rates);
 - sampling: frames/CPU-s of our worker acting (not observing) over the same vector environment stepped
   by a hand-written loop calling the same Q-network (`sampling_overhead`), CartPole and Pong at 1, 4
-  and 16 environments; the worker observing too is shown beside it;
+  and 16 environments; the worker observing too is shown beside it, and the worker acting through the
+  hand-written act of the loop (its own cost without the framework's act);
 - start-up: seconds to the first progress line of ``spacegraph train dqn_cartpole``
   (`startup_time`), the median of ``--repeats`` fresh processes.
 
@@ -47,7 +48,8 @@ def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, secon
     startup: dict[str, list[float]] = {b: [] for b in backends}
     points = SAMPLING_POINTS if sampling_points is None else sampling_points
     sampling: dict[str, dict[str, dict[str, list[float]]]] = {
-        f"{config}-{n}": {b: {"act": [], "observing": []} for b in backends} for config, ns in points.items() for n in ns}
+        f"{config}-{n}": {b: {"act": [], "observing": [], "hand_act": []} for b in backends}
+        for config, ns in points.items() for n in ns}
     imports: dict[str, list[float]] = {b: [] for b in backends}
     for _ in range(repeats):
         result = act_measure.measure(backends, batch_sizes, seconds=seconds, rounds=6)
@@ -63,6 +65,7 @@ def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, secon
                     point = sampling_overhead.measure(b, config, n, seconds=seconds, rounds=4)
                     sampling[f"{config}-{n}"][b]["act"].append(point["worker_act_over_direct"])
                     sampling[f"{config}-{n}"][b]["observing"].append(point["worker_over_direct"])
+                    sampling[f"{config}-{n}"][b]["hand_act"].append(point["worker_hand_over_direct"])
         for b in backends:
             startup[b].append(first_progress_seconds(b))
             imports[b].append(import_seconds(b))
@@ -91,6 +94,10 @@ def _cell(values: list[float], target: float, higher_is_better: bool = True) -> 
     return f"{med:.2f}{spread} {'met' if met else 'NOT met'}"
 
 
+def _hand(by_backend: dict[str, list[float]]) -> str:
+    return f" [{statistics.median(by_backend['hand_act']):.2f}]" if by_backend.get("hand_act") else ""
+
+
 def markdown(r: dict[str, Any]) -> str:
     """The report as Markdown."""
     backends = list(r["startup"])
@@ -113,9 +120,10 @@ def markdown(r: dict[str, Any]) -> str:
     for point, by_backend in r.get("sampling", {}).items():
         config, n = point.rsplit("-", 1)
         lines.append(f"| sampling worker/direct loop, {config.capitalize()}, {n} env(s): acting "
-                     f"(observing too) | >= {t['sampling']} | "
+                     f"(observing too) [hand-written act] | >= {t['sampling']} | "
                      + " | ".join(f"{_cell(by_backend[b]['act'], t['sampling'])} "
-                                  f"({statistics.median(by_backend[b]['observing']):.2f})" for b in backends) + " |")
+                                  f"({statistics.median(by_backend[b]['observing']):.2f})" + _hand(by_backend[b])
+                                  for b in backends) + " |")
     lines.append(f"| start-up: `spacegraph train dqn_cartpole` to first progress line (s) | <= {t['startup_s']} | "
                  + " | ".join(_cell(r["startup"][b], t["startup_s"], False) for b in backends) + " |")
     if r.get("imports"):
@@ -124,9 +132,11 @@ def markdown(r: dict[str, Any]) -> str:
     lines += ["", "Not measured here: wall-clock to solved against RLlib (`reports/dqn_learning_vs_rllib.md`). "
               "Sampling: the worker acting through the framework, not observing, against a hand-written loop "
               "doing the same (the Q-network called directly, epsilon-greedy in NumPy, the same `VectorEnv`); "
-              "in brackets the worker observing too (n-step folding and replay insert). Start-up is wall-clock time of a fresh process and "
+              "in brackets the worker observing too (n-step folding and replay insert); in square brackets the worker "
+              "acting through the loop's own hand-written act (what the worker's stepping and bookkeeping cost without "
+              "the framework's act: the most the framework's act could reach). Start-up is wall-clock time of a fresh process and "
               "moves with the machine's load (the framework import alone is most of it).", "",
-              *([f"Notes:", "", *(f"- {n}" for n in r["notes"]), ""] if r.get("notes") else []),
+              *(["Notes:", "", *(f"- {n}" for n in r["notes"]), ""] if r.get("notes") else []),
               "Rebuild: `OMP_NUM_THREADS=1 python -m spacegraph.reports.overhead --out reports --repeats 2`; "
               "the same comparisons run in asv as `act.ActThroughput.track_ratio`, "
               "`update.DQNUpdate.track_hand_over_framework`, `sampling.SamplingOverhead.track_act_over_direct` and "

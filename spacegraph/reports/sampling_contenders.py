@@ -171,37 +171,61 @@ class WorkerContender:
         self.worker.close()
 
 
+class HandActingAgent:
+    """What a `VectorEnvWorker` calls on an agent to act (``get_actions``, ``state_space``, ``config``), answered by
+    hand-written code: the agent's Q-network written directly on its backend (`q_network_by_hand`) and
+    epsilon-greedy in NumPy (``epsilon`` fixed). The worker acting through it costs what the worker itself
+    costs (its stepping and bookkeeping) without the framework's act; `DirectLoopContender` acts through it too.
+
+    Args:
+        agent: a built `DQNAgent` (its weights are copied once).
+        num_actions: the number of discrete actions.
+        epsilon: the exploration probability.
+        seed: the NumPy generator's seed.
+    """
+
+    def __init__(self, agent: Any, num_actions: int, epsilon: float = 0.1, seed: int = 0) -> None:
+        self.q_values = q_network_by_hand(agent)
+        self.state_space, self.config = agent.state_space, agent.config
+        self.n_step, self.gamma = agent.n_step, agent.gamma  # what a folding worker asks the agent for
+        self.num_actions, self.epsilon = int(num_actions), float(epsilon)
+        self.rng = np.random.default_rng(seed)
+
+    def get_actions(self, states: np.ndarray, explore: bool = True) -> np.ndarray:
+        """Greedy actions of the hand-written Q-network, each replaced by a uniform one with probability epsilon.
+        (The Q-values are computed for every state either way, as the framework's act does.)"""
+        greedy = np.argmax(self.q_values(states), axis=-1)
+        if not explore:
+            return greedy
+        n = len(greedy)
+        return np.where(self.rng.random(n) < self.epsilon, self.rng.integers(0, self.num_actions, n), greedy)
+
+
 class DirectLoopContender:
     """The loop a worker replaces, written by hand: the same `VectorEnv`, the agent's Q-network called directly.
 
-    Each step calls the DQN agent's online Q-network (its weights, copied once) as hand-written code on
-    the agent's backend (`q_network_by_hand`) on the observations, picks epsilon-greedy actions with
-    NumPy (``epsilon`` fixed; the Q-values are computed for every step either way) and steps the
-    environments. Nothing is observed or stored: this is the floor for acting and stepping, what
-    `WorkerContender` with ``observe=False`` does through the framework.
+    Each step acts with a `HandActingAgent` (the DQN agent's online Q-network, its weights copied once, as
+    hand-written code on the agent's backend, and epsilon-greedy in NumPy with ``epsilon`` fixed) on the
+    observations and steps the environments. Nothing is observed or stored: this is the floor for acting and
+    stepping, what `WorkerContender` with ``observe=False`` does through the framework.
     """
 
     def __init__(self, agent: Any, factory: Callable[[], Any], num_envs: int, seed: int = 0,
                  epsilon: float = 0.1) -> None:
         from reference_agents.workers import VectorEnv
 
-        self.q_values = q_network_by_hand(agent)
         self.envs = VectorEnv(factory, num_envs)
         self.num_envs = num_envs
         self.frames_per_step = self.envs.frames_per_step
-        self.num_actions = int(self.envs.action_space.n)
-        self.rng = np.random.default_rng(seed)
-        self.epsilon = float(epsilon)
+        self.actor = HandActingAgent(agent, int(self.envs.action_space.n), epsilon, seed)
+        self.q_values = self.actor.q_values
         self.obs = self.envs.reset(seed=seed)
 
     def chunk(self, steps: int) -> tuple[int, int]:
         """Acts and steps until at least ``steps`` env steps (summed over environments) are done."""
-        done, n = 0, self.num_envs
+        done, n, act = 0, self.num_envs, self.actor.get_actions
         while done < steps:
-            greedy = np.argmax(self.q_values(self.obs), axis=-1)
-            explore = self.rng.random(n) < self.epsilon
-            actions = np.where(explore, self.rng.integers(0, self.num_actions, n), greedy)
-            self.obs = self.envs.step(actions)[5]
+            self.obs = self.envs.step(act(self.obs))[5]
             done += n
         return done, int(round(done * self.frames_per_step))
 

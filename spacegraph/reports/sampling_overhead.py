@@ -8,7 +8,10 @@ timed in interleaved rounds on process CPU time (`sampling_measure.time_contende
 - ``worker_act``: `VectorEnvWorker` acting through the framework (``explore=True``), not observing:
   the same work as ``direct`` (the like-for-like ratio the target applies to);
 - ``worker``: the same worker observing too (n-step folding and replay insert): the full sampling path,
-  shown beside it.
+  shown beside it;
+- ``worker_hand``: the same worker (not observing) acting through `sampling_contenders.HandActingAgent`,
+  the direct loop's hand-written act: what the worker's own stepping and bookkeeping cost, without the
+  framework's act (the part of the gap the framework cannot close).
 
 Ratios are each worker's frames per CPU-second over the direct loop's (medians over rounds).
 """
@@ -42,9 +45,12 @@ def measure(backend: str, config: str, num_envs: int, seconds: float = 1.5, roun
     cfg = sc.load_config(sc.PONG_CONFIG if config == "pong" else sc.CARTPOLE_CONFIG)
     factory = sc.env_factory(cfg)
     agent = DQNAgent(cfg, backend=backend, seed=0)
-    contenders = {"direct": sc.DirectLoopContender(agent, factory, num_envs),
+    direct = sc.DirectLoopContender(agent, factory, num_envs)
+    hand = sc.HandActingAgent(agent, direct.actor.num_actions, seed=1)
+    contenders = {"direct": direct,
                   "worker_act": sc.WorkerContender(agent, factory, num_envs, observe=False, timed=False),
-                  "worker": sc.WorkerContender(agent, factory, num_envs, observe=True, timed=False)}
+                  "worker": sc.WorkerContender(agent, factory, num_envs, observe=True, timed=False),
+                  "worker_hand": sc.WorkerContender(hand, factory, num_envs, observe=False, timed=False)}
     try:
         timed = time_contenders(contenders, seconds=seconds, rounds=rounds, chunk_seconds=max(seconds / 20, 0.02),
                                 warmup_seconds=max(seconds / 8, 0.05))
@@ -55,4 +61,5 @@ def measure(backend: str, config: str, num_envs: int, seconds: float = 1.5, roun
     return {"backend": backend, "config": config, "num_envs": num_envs,
             "direct_frames_per_cpu_s": rate["direct"], "worker_act_frames_per_cpu_s": rate["worker_act"],
             "worker_frames_per_cpu_s": rate["worker"], "worker_act_over_direct": rate["worker_act"] / rate["direct"],
-            "worker_over_direct": rate["worker"] / rate["direct"]}
+            "worker_over_direct": rate["worker"] / rate["direct"],
+            "worker_hand_over_direct": rate["worker_hand"] / rate["direct"]}

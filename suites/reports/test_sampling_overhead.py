@@ -66,5 +66,18 @@ def test_measure_gives_both_ratios_for_one_point():
     assert out["direct_frames_per_cpu_s"] > 0 and out["worker_frames_per_cpu_s"] > 0
     assert out["worker_act_over_direct"] == pytest.approx(out["worker_act_frames_per_cpu_s"]
                                                           / out["direct_frames_per_cpu_s"])
+    assert out["worker_hand_over_direct"] > 0
     with pytest.raises(ValueError, match="config must be one of"):
         measure("torch", "breakout", 1)
+
+
+def test_the_hand_acting_agent_is_the_agents_greedy_policy_with_numpy_exploration():
+    agent = _agent("torch")
+    states = agent.state_space.with_batch_rank().sample(size=400, rng=3)
+    greedy = np.argmax(agent.q_values(states), -1)
+    never = sc.HandActingAgent(agent, 2, epsilon=0.0)
+    np.testing.assert_array_equal(never.get_actions(states), greedy)
+    always = sc.HandActingAgent(agent, 2, epsilon=1.0, seed=5)
+    np.testing.assert_array_equal(always.get_actions(states, explore=False), greedy)
+    drawn = always.get_actions(states)
+    assert set(drawn.tolist()) == {0, 1} and abs(drawn.mean() - 0.5) < 0.1  # uniform: 0.5 +- 4 sd at n=400

@@ -395,3 +395,17 @@ def test_run_without_observing_folds_nothing_and_sample_starts_fresh_windows():
     # the windows start at the first step of the second sample (steps 9.. of each episode)
     assert states[:, 1].min() == 4 + 5
     assert agent.observed == [] and agent.transitions == []
+
+
+def test_a_restart_counts_episode_lengths_from_the_restart():
+    # load_state_dict drops the episodes in progress: the next run restarts them, and their lengths count
+    # from there (ScriptedEnv's episodes last exactly 5 steps).
+    from suites.doubles import FakeAgent
+
+    agent = FakeAgent(FloatBox(2), 2)
+    worker = VectorEnvWorker(agent, lambda: ScriptedEnv([(5, "terminated")]), num_envs=2, update=False)
+    worker.run(num_steps=2 * 3)  # 3 steps into the first episodes
+    worker.load_state_dict(worker.state_dict())
+    stats = worker.run(num_episodes=2)
+    assert [e.length for e in stats.episodes] == [5, 5]
+    assert [e.length for e in worker.run(num_episodes=2).episodes] == [5, 5]

@@ -40,6 +40,14 @@ def _set_row(target: Any, i: int, value: Any) -> None:
         target[i] = value
 
 
+def _describe(value: Any) -> str:
+    if isinstance(value, dict):
+        return "keys " + str(sorted(value))
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    return f"shape {np.shape(value)}"
+
+
 def _copy_value(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _copy_value(v) for k, v in value.items()}
@@ -145,7 +153,12 @@ class VectorEnv:
             act_on = _copy_value(next_obs)
             for i in done:
                 o, reset_info = self.envs[i].reset()
-                _set_row(act_on, int(i), o)
+                try:
+                    _set_row(act_on, int(i), o)
+                except (ValueError, TypeError, KeyError, IndexError) as exc:
+                    raise ValueError(f"VectorEnv.step: environment {int(i)}'s reset observation has "
+                                     f"{_describe(o)}; its row of the batch has {_describe(index_value(act_on, 0))} "
+                                     f"({type(exc).__name__}: {exc})") from exc
                 infos[i]["reset_info"] = reset_info
         return next_obs, np.asarray(rewards, dtype=np.float64), terminated_arr, truncated_arr, infos, act_on
 

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from harness.spaces import from_gymnasium
+from harness.spaces import BoxSpace, from_gymnasium
 from reference_agents.components.helpers.n_step import NStepAccumulator
 from reference_agents.workers.envs import EnvFactory, VectorEnv, index_value
 from reference_agents.workers.results import Episode, SampleBatch, WorkerStats, concat_records, stack_records
@@ -179,6 +179,10 @@ class VectorEnvWorker:
                 self._action_bounds = (int(low.flat[0]), int(high.flat[0]))
         state_space = getattr(self.agent, "state_space", None)
         self._state_space = None if state_space is None else state_space.with_batch_rank().without_bounds()
+        # A box state space: observations fit when their dtype and [N, *shape] do and no float is NaN, which
+        # NumPy answers in ~1 us; why_not (~8 us, bounds compared too) runs only to explain a failure.
+        self._obs_box = ((np.dtype(self._state_space.dtype), (self.num_envs,) + tuple(self._state_space.shape))
+                         if isinstance(self._state_space, BoxSpace) and not self._state_space.has_time_rank else None)
         if self._state_space is None:
             return
         try:
@@ -192,6 +196,10 @@ class VectorEnvWorker:
 
     def _check_observations(self, obs: Any, when: str) -> None:
         if self._state_space is None:
+            return
+        box = self._obs_box
+        if (box is not None and type(obs) is np.ndarray and obs.dtype == box[0] and obs.shape == box[1]
+                and (obs.dtype.kind != "f" or not np.isnan(obs).any())):
             return
         reason = self._state_space.why_not(obs)
         if reason is not None:

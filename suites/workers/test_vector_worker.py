@@ -409,3 +409,44 @@ def test_a_restart_counts_episode_lengths_from_the_restart():
     stats = worker.run(num_episodes=2)
     assert [e.length for e in stats.episodes] == [5, 5]
     assert [e.length for e in worker.run(num_episodes=2).episodes] == [5, 5]
+
+
+class _BadReset(ScriptedEnv):
+    """ScriptedEnv whose episode ``at`` (0: the first) starts with a bad observation: NaN, float64 or a wrong
+    shape."""
+
+    def __init__(self, bad: str, at: int) -> None:
+        super().__init__([(3, "terminated")])
+        self.bad, self.at = bad, at
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        if self.episode == self.at:
+            obs = {"nan": np.array([np.nan, 0.0], np.float32), "float64": obs.astype(np.float64),
+                   "shape": np.zeros(3, np.float32)}[self.bad]
+        return obs, info
+
+
+@pytest.mark.parametrize("bad, at, when, says", [
+    ("nan", 1, r"reset after worker step 4", "NaN at index"),
+    ("nan", 0, "after reset", "NaN at index"),
+    ("float64", 0, "after reset", "dtype float64"),
+    ("shape", 0, "after reset", r"shape \(2, 3\)")])
+def test_a_bad_observation_after_a_reset_is_named(bad, at, when, says):
+    from suites.doubles import FakeAgent
+
+    worker = VectorEnvWorker(FakeAgent(FloatBox(2), 2), lambda: _BadReset(bad, at), num_envs=2, update=False)
+    with pytest.raises(ValueError, match=rf"observations of environment .* \({when}\) do not fit the agent's "
+                                         rf"state_space .*{says}"):
+        worker.run(num_steps=20)
+
+
+def test_a_reset_observation_of_another_shape_is_named_by_the_vector_env():
+    from reference_agents.workers import VectorEnv
+
+    envs = VectorEnv(lambda: _BadReset("shape", 1), 2)
+    envs.reset(seed=0)
+    with pytest.raises(ValueError, match=r"VectorEnv.step: environment 0's reset observation has shape \(3,\); "
+                                         r"its row of the batch has shape \(2,\)"):
+        for _ in range(3):
+            envs.step([0, 0])

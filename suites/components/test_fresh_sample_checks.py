@@ -16,7 +16,8 @@ from reference_agents.components.queues import BlockingQueue, FIFOQueue, Prefetc
 #: a mutant of one of these modules runs this file (``harness.testing.mutation_run``)
 MUTATION_COVERS = ("reference_agents.components.queues.blocking", "reference_agents.components.queues.fifo_queue",
                    "reference_agents.components.queues.prefetcher", "reference_agents.components.helpers.n_step",
-                   "reference_agents.components.optimizers.sgd", "reference_agents.components.preprocessors.stack")
+                   "reference_agents.components.optimizers.sgd", "reference_agents.components.preprocessors.stack",
+                   "reference_agents.components.policies.categorical", "reference_agents.components.policies.gaussian")
 
 
 def test_put_refuses_records_whose_leaves_differ_in_batch_size():
@@ -70,3 +71,38 @@ def test_the_default_atari_pipeline_stacks_as_atari_frames_does():
     layers = atari_preprocessing(2)
     assert {"type": "frame_stack", "num_frames": ATARI_FRAMES, "batch_size": 2} in layers
     assert {"type": "resize", "width": ATARI_SIZE, "height": ATARI_SIZE} in layers
+
+
+@pytest.mark.parametrize("backend", selected_backends())
+def test_categorical_draws_follow_the_softmax(backend):
+    """Gumbel-max draws of logits (0, 1, 2): chi-square against the softmax, with the draws the suite's level
+    (alpha 1e-4, power 0.99) needs to see negated Gumbel noise (its probabilities 0.053, 0.246, 0.701); seeded."""
+    from harness.testing import distributions as D
+    from reference_agents.components.policies import CategoricalAdapter
+
+    logits = np.array([0.0, 1.0, 2.0])
+    p0 = np.exp(logits) / np.exp(logits).sum()
+    n = D.sample_size_chi_square(p0, [0.053, 0.246, 0.701])
+    ex = GraphExecutor(CategoricalAdapter(3), {"parameters": "float32[B,3]"}, backend=backend, seed=0,
+                       api_methods=["sample_action"])
+    draws = np.asarray(ex.execute("sample_action", np.tile(logits.astype(np.float32), (n, 1))))
+    D.check_chi_square(D.Where("CategoricalAdapter", "sample_action", "", backend), draws, p0, what="softmax")
+
+
+@pytest.mark.parametrize("backend", selected_backends())
+def test_gaussian_draws_are_the_mean_plus_std_times_normal_noise(backend):
+    """Standardised draws of an unbounded Gaussian are N(0, 1) (KS test at the suite's level with the draws that
+    see a distance of 0.2, which noise divided instead of multiplied far exceeds); seeded."""
+    import math
+
+    from harness.testing import distributions as D
+    from reference_agents.components.policies import GaussianAdapter
+
+    n = D.sample_size_ks(0.2)
+    ex = GraphExecutor(GaussianAdapter(1), {"parameters": "[B](float32[1], float32[1])"}, backend=backend, seed=0,
+                       api_methods=["sample_action"])
+    mean, log_std = np.full((n, 1), 0.5, np.float32), np.full((n, 1), -1.0, np.float32)
+    draws = np.asarray(ex.execute("sample_action", (mean, log_std)))[:, 0]
+    z = (draws - 0.5) / math.exp(-1.0)
+    cdf = np.vectorize(lambda x: 0.5 * (1.0 + math.erf(x / math.sqrt(2.0))))
+    D.check_ks(D.Where("GaussianAdapter", "sample_action", "", backend), z, cdf, what="N(0, 1)")

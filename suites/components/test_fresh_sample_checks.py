@@ -106,3 +106,11 @@ def test_gaussian_draws_are_the_mean_plus_std_times_normal_noise(backend):
     z = (draws - 0.5) / math.exp(-1.0)
     cdf = np.vectorize(lambda x: 0.5 * (1.0 + math.erf(x / math.sqrt(2.0))))
     D.check_ks(D.Where("GaussianAdapter", "sample_action", "", backend), z, cdf, what="N(0, 1)")
+
+
+def test_clear_drops_the_open_windows():
+    acc = NStepAccumulator(3, 0.5)
+    acc.push("s0", 0, 1.0, "s1", False)
+    acc.clear()
+    assert [r["states"] for r in acc.push("t0", 0, 4.0, "t1", True)] == ["t0"]
+    assert acc.flush() == []

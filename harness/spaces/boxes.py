@@ -52,7 +52,7 @@ def _check_dtype(cls_name: str, dtype: Any, allowed: tuple[str, ...]) -> np.dtyp
 class BoxSpace(Space):
     """A primitive space: an n-d array of one dtype with element-wise bounds (inclusive)."""
 
-    __slots__ = ("_shape", "_dtype", "_low", "_high", "_batch", "_time", "_time_major", "_hash")
+    __slots__ = ("_shape", "_dtype", "_low", "_high", "_batch", "_time", "_time_major", "_hash", "_bounded")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, low: np.ndarray, high: np.ndarray,
                  batch_rank: bool, time_rank: bool, time_major: bool) -> None:
@@ -65,6 +65,7 @@ class BoxSpace(Space):
         # A lone time rank is trivially "time-major"; without a time rank there is no layout.
         self._time_major = bool(time_major) if (self._batch and self._time) else self._time and not self._batch
         self._hash = None
+        self._bounded: bool | None = None  # `bounded`, computed when first asked
 
     # ---- properties ----------------------------------------------------------
     @property
@@ -117,8 +118,10 @@ class BoxSpace(Space):
     @property
     def bounded(self) -> bool:
         """Whether any bound differs from the dtype's default range."""
-        dlow, dhigh = self._default_bounds()
-        return bool(np.any(self._low != dlow) or np.any(self._high != dhigh))
+        if self._bounded is None:
+            dlow, dhigh = self._default_bounds()
+            self._bounded = bool(np.any(self._low != dlow) or np.any(self._high != dhigh))
+        return self._bounded
 
     def _default_bounds(self) -> tuple[Any, Any]:
         raise NotImplementedError
@@ -199,6 +202,8 @@ class BoxSpace(Space):
             nan = np.isnan(arr)
             if nan.any():
                 return f"{where}: NaN at index {tuple(int(i) for i in np.argwhere(nan)[0])} for {self}"
+        if arr.dtype == self._dtype and not self.bounded:
+            return None  # bounds are the dtype's whole range: every value of that dtype (NaN aside) is inside
         low = np.broadcast_to(self._low, arr.shape)
         high = np.broadcast_to(self._high, arr.shape)
         below = arr < low

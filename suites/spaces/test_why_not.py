@@ -220,3 +220,21 @@ def test_why_not_examples(space, value, pattern):
     else:
         assert message is not None and re.search(pattern, message), message
         assert not space.contains(value)
+
+
+def test_unbounded_spaces_skip_the_bound_comparisons_without_letting_anything_new_through():
+    ints = IntBox(low=0, high=5, dtype="int32")
+    assert ints.why_not(np.int32(7)) is not None and ints.bounded  # bounded: compared
+    wide = ints.without_bounds()
+    assert not wide.bounded and ints.bounded  # each copy answers for its own bounds
+    info = np.iinfo(np.int32)
+    assert wide.why_not(np.int32(info.max)) is None and wide.why_not(np.int32(info.min)) is None
+    assert "above the upper bound" in wide.why_not(2 ** 40)  # a Python int past the dtype's range: still refused
+    assert wide.with_batch_rank().why_not(np.array([info.min, 0, info.max], np.int32)) is None
+    floats = FloatBox((2,), batch_rank=True)
+    assert not floats.bounded
+    assert floats.why_not(np.array([[-np.inf, np.inf], [3e38, -3e38]], np.float32)) is None
+    assert "NaN at index (1, 0)" in floats.why_not(np.array([[0, 0], [np.nan, 0]], np.float32))
+    assert "dtype float64" in floats.why_not(np.zeros((1, 2)))
+    boxed = FloatBox((2,), low=-1.0, high=1.0, batch_rank=True)
+    assert boxed.bounded and "above the upper bound" in boxed.why_not(np.array([[0.5, 1.5]], np.float32))

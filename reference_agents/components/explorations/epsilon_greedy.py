@@ -158,8 +158,7 @@ class EpsilonGreedy(Component):
     def _graph_fn_explore(self, F: Any, greedy_actions: Any, epsilon: Any) -> Any:
         shape = [F.dim(greedy_actions, i) for i in range(len(greedy_actions.shape))]
         coin = F.random_uniform(shape)
-        random_actions = F.random_integers(shape, self.num_actions)
-        dtype = self.input_spaces["greedy_actions"].dtype.name
-        if dtype != "int64":
-            random_actions = F.cast(random_actions, dtype)
+        draw = F.random_uniform(shape)
+        random_actions = F.minimum(F.cast(draw * float(self.num_actions), "int64"), self.num_actions - 1)
+        random_actions = F.cast(random_actions, self.input_spaces["greedy_actions"].dtype.name)
         return F.where(coin < epsilon, random_actions, greedy_actions)

@@ -3,8 +3,6 @@ any figure counting them is biased. Each states what the component documents."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 

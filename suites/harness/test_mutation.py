@@ -160,8 +160,8 @@ def test_this_repositorys_selections() -> None:
     repo = Path(__file__).resolve().parents[2]
     tests, specs = repo / "suites" / "components", repo / "specs" / "components"
     assert "optimizer_adam" in selection("reference_agents.components.optimizers.base", tests, specs)
-    assert selection("reference_agents.components.memories.host_frame_replay", tests, specs) == \
-        ["test_host_frame_replay"]
+    host = selection("reference_agents.components.memories.host_frame_replay", tests, specs)
+    assert "test_host_frame_replay" in host and all(stem.startswith("test_") for stem in host)  # test files only
     assert "test_queues" in selection("reference_agents.components.queues.blocking", tests, specs)
 
 

@@ -258,11 +258,16 @@ def _own_sessions() -> set[str]:
     return set(glob.glob(os.path.join(root, f"session_*_{os.getpid()}")))
 
 
+#: What Ray's errors say when a local node was too slow to come up (see `_init_with_retries`).
+_STARTUP_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")
+
+
 def _init_with_retries(kwargs: dict[str, Any], attempts: int) -> None:
     """``ray.init(**kwargs)``, tried again (up to ``attempts`` times) when the local node times out during
-    start-up, which Ray allows 30 s and a loaded 2-core machine sometimes needs more for; the processes of
-    the node that did not come up are killed first (only this process's sessions: another process's Ray
-    instance on the machine is left alone)."""
+    start-up, which Ray allows 30 s and a loaded 2-core machine sometimes needs more for (Ray says "timed out
+    during startup", or, when its GCS server has not written its port file in time, "Timed out waiting for
+    file"); the processes of the node that did not come up are killed first (only this process's sessions:
+    another process's Ray instance on the machine is left alone)."""
     import signal
 
     for attempt in range(attempts):
@@ -271,7 +276,7 @@ def _init_with_retries(kwargs: dict[str, Any], attempts: int) -> None:
             ray.init(**kwargs)
             return
         except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for a node that did not start
-            if "timed out during startup" not in str(exc):
+            if not any(sign in str(exc) for sign in _STARTUP_TIMEOUTS):
                 raise
             failed = exc
         try:

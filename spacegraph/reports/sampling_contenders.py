@@ -218,7 +218,6 @@ class DirectLoopContender:
         self.num_envs = num_envs
         self.frames_per_step = self.envs.frames_per_step
         self.actor = HandActingAgent(agent, int(self.envs.action_space.n), epsilon, seed)
-        self.q_values = self.actor.q_values
         self.obs = self.envs.reset(seed=seed)
 
     def chunk(self, steps: int) -> tuple[int, int]:

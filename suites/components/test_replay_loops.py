@@ -17,6 +17,7 @@ import pytest
 
 from harness.execution.executor import GraphExecutor
 from harness.graph import Component, api, graph_fn
+from harness.graph.build import _space_of
 from harness.testing.plugin import selected_backends
 from reference_agents.components.memories import FrameIndex, FrameReplay, PrioritizedReplay
 from reference_agents.components.memories.frame_replay import TRANSITION_SPACE
@@ -147,20 +148,6 @@ def test_prioritized_replay_declares_the_slots_it_can_return(backend: str) -> No
     assert (int(np.min(slots_space.low)), int(np.max(slots_space.high))) == (0, 5)
 
 
-def space_of(value: Any) -> Any:
-    """The space of an API argument: a record's, or a Dict/Tuple of nested records' spaces."""
-    from harness.graph.records import Record
-    from harness.spaces import Dict, Tuple
-
-    if isinstance(value, Record):
-        return value.space
-    if isinstance(value, dict):
-        return Dict({k: space_of(v) for k, v in value.items()})
-    if isinstance(value, (tuple, list)):
-        return Tuple([space_of(v) for v in value])
-    return None
-
-
 def late_spaces(ex: GraphExecutor) -> dict[int, tuple[Component, dict]]:
     """Every component of the build with the spaces its API methods received, by argument (the build's own
     `check_input_spaces` call sees only those known before the component's variables; arguments of
@@ -170,7 +157,7 @@ def late_spaces(ex: GraphExecutor) -> dict[int, tuple[Component, dict]]:
         for call in trace.calls:
             spaces = out.setdefault(id(call.component), (call.component, {}))[1]
             for arg, value in call.args.items():
-                space = space_of(value)
+                space = _space_of(value)  # as the build computes it
                 if space is not None:
                     spaces.setdefault(arg, space)
     return out

@@ -46,11 +46,11 @@ def measure(backend: str, config: str, num_envs: int, seconds: float = 1.5, roun
     factory = sc.env_factory(cfg)
     agent = DQNAgent(cfg, backend=backend, seed=0)
     direct = sc.DirectLoopContender(agent, factory, num_envs)
-    hand = sc.HandActingAgent(agent, direct.actor.num_actions, seed=1)
     contenders = {"direct": direct,
                   "worker_act": sc.WorkerContender(agent, factory, num_envs, observe=False, timed=False),
                   "worker": sc.WorkerContender(agent, factory, num_envs, observe=True, timed=False),
-                  "worker_hand": sc.WorkerContender(hand, factory, num_envs, observe=False, timed=False)}
+                  # the loop's own hand-written act (one copy of the network, one generator) inside the worker
+                  "worker_hand": sc.WorkerContender(direct.actor, factory, num_envs, observe=False, timed=False)}
     try:
         timed = time_contenders(contenders, seconds=seconds, rounds=rounds, chunk_seconds=max(seconds / 20, 0.02),
                                 warmup_seconds=max(seconds / 8, 0.05))

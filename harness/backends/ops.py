@@ -93,6 +93,10 @@ class Ops(Protocol):
     def matmul(self, a: Tensor, b: Tensor) -> Tensor:
         """The matrix product over the last two axes (leading axes broadcast), like ``np.matmul``."""
 
+    def dense(self, x: Tensor, kernel: Tensor, bias: Tensor | None = None) -> Tensor:
+        """``x @ kernel + bias`` for ``x`` ``[..., n]``, ``kernel`` ``[n, m]``, ``bias`` ``[m]`` or None: a fully
+        connected layer's affine part (one fused op where the backend has one)."""
+
     def reduce_sum(self, x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
         """The sum over ``axis`` (an int, a tuple, or None for all axes)."""
 

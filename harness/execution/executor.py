@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import threading
@@ -123,6 +124,10 @@ def _leaf_converter(where: str, method: str, arg: str, path: str, space: Any, fe
         return feed(arr)
 
     return convert
+
+
+#: The containers an API method's outputs can come in (optree's nodes among Python's own types).
+_CONTAINERS = (tuple, list, dict, collections.deque)
 
 
 def _arg_converter(where: str, method: str, arg: str, space: Space, feed: Callable,
@@ -351,6 +356,8 @@ class GraphExecutor:
                 ) from exc
             if out is None:
                 return None
+            if not isinstance(out, _CONTAINERS):  # one tensor (acting, most methods): no tree walk
+                return to_numpy(out)
             return optree.tree_map(to_numpy, out)
 
         return call

@@ -15,8 +15,14 @@ optional learning criterion that `suites/agents` turns into a learning test::
       min_return: 475            # greedy evaluation mean that counts as solved
       eval_episodes: 100
       eval_every: 2500
-      seeds: [0, 1]
+      seeds: [0, 1, 2]
+      min_solved: 2              # optional: how many of the seeds must solve (default: all of them)
       backends: [tf, torch]
+
+One run per seed, in order, until ``min_solved`` runs have solved (passed) or too few seeds are left to
+get there (failed). A criterion over several seeds tests learning rather than one seed's random stream:
+a run's env steps to solve spread widely over seeds (DQN on CartPole: 22,500-132,500 on PyTorch), so a
+single seed's budget holds by that seed's draws and a legitimate change of the draws can move it.
 """
 
 from __future__ import annotations
@@ -42,7 +48,13 @@ class LearningSpec(BaseModel):
     eval_episodes: int = Field(100, ge=1)
     eval_every: int = Field(5000, ge=1)
     seeds: list[int] = Field(min_length=1)
+    min_solved: int | None = Field(None, ge=1)
     backends: list[str] = Field(default_factory=lambda: ["tf", "torch"], min_length=1)
+
+    @property
+    def required(self) -> int:
+        """How many of the seeds must solve: ``min_solved``, or every seed when it is not given."""
+        return len(self.seeds) if self.min_solved is None else self.min_solved
 
 
 class AgentSpec(BaseModel):
@@ -124,6 +136,12 @@ def load_agent_spec(path: str | os.PathLike, root: str | os.PathLike | None = No
                 parse(t)
             except ValueError as exc:
                 problems.append((f"api.{method}" + (f".{i}" if isinstance(text, list) else ""), str(exc)))
+    if spec.learning is not None and spec.learning.min_solved is not None \
+            and spec.learning.min_solved > len(spec.learning.seeds):
+        problems.append(("learning.min_solved", f"must be at most the number of seeds "
+                                                f"({len(spec.learning.seeds)}); got {spec.learning.min_solved}"))
+    if spec.learning is not None and len(set(spec.learning.seeds)) != len(spec.learning.seeds):
+        problems.append(("learning.seeds", f"must not repeat a seed; got {spec.learning.seeds}"))
     for i, backend in enumerate(spec.learning.backends if spec.learning else []):
         if backend not in ("tf", "torch"):
             problems.append((f"learning.backends.{i}", f"expected 'tf' or 'torch'; got {backend!r}"))

@@ -102,9 +102,9 @@ def _torch_actor(convs, dense, value, adv) -> Callable[[Any], Any]:
             x = torch.relu(fn.conv2d(x, kernel, bias, stride=stride))
         # Flatten in the framework's NHWC order (h, w, c) so the dense kernel lines up.
         x = x.permute(0, 2, 3, 1).reshape(x.shape[0], -1)
-        h = torch.relu(x @ dk + db)
-        v = h @ vk + vb
-        a = h @ ak + ab
+        h = torch.relu(torch.addmm(db, x, dk))  # addmm: what torch.nn.Linear runs (matmul and bias in one op)
+        v = torch.addmm(vb, h, vk)
+        a = torch.addmm(ab, h, ak)
         return v + a - a.mean(dim=-1, keepdim=True)
     return act
 

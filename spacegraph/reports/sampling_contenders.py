@@ -290,9 +290,9 @@ def _dueling_mlp(backend: str, k0: np.ndarray, b0: np.ndarray, vk: np.ndarray, v
 
         @torch.no_grad()
         def q_torch(obs: np.ndarray) -> np.ndarray:
-            h = torch.relu(t(obs) @ k0_ + b0_)
-            a = h @ ak_ + ab_
-            return (h @ vk_ + vb_ + a - a.mean(-1, keepdim=True)).numpy()
+            h = torch.relu(torch.addmm(b0_, t(obs), k0_))  # addmm: what torch.nn.Linear runs
+            a = torch.addmm(ab_, h, ak_)
+            return (torch.addmm(vb_, h, vk_) + a - a.mean(-1, keepdim=True)).numpy()
         return q_torch
     import tensorflow as tf
 

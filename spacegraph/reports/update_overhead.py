@@ -99,18 +99,18 @@ def _torch_update(weights: dict[str, np.ndarray], lr: float, clip: float, networ
     opt = torch.optim.Adam(params, lr=lr, eps=1e-8, fused=True)  # PyTorch's fastest Adam on CPU and CUDA
 
     def head(h: Any, vk: Any, vb: Any, ak: Any, ab: Any) -> Any:
-        a = h @ ak + ab
-        return h @ vk + vb + a - a.mean(-1, keepdim=True)
+        a = torch.addmm(ab, h, ak)  # addmm: what torch.nn.Linear runs (matmul and bias in one op)
+        return torch.addmm(vb, h, vk) + a - a.mean(-1, keepdim=True)
 
     def q_mlp(ps: list, x: Any) -> Any:
         k0, b0, *rest = ps
-        return head(torch.relu(x @ k0 + b0), *rest)
+        return head(torch.relu(torch.addmm(b0, x, k0)), *rest)
 
     def q_nature(ps: list, frames: Any) -> Any:
         x = frames.permute(0, 3, 1, 2).float() / 255.0
         for i, stride in enumerate(_STRIDES):
             x = torch.relu(F.conv2d(x, ps[2 * i], ps[2 * i + 1], stride=stride))
-        return head(torch.relu(x.flatten(1) @ ps[6] + ps[7]), *ps[8:])
+        return head(torch.relu(torch.addmm(ps[7], x.flatten(1), ps[6])), *ps[8:])
 
     q = q_nature if network == "nature" else q_mlp
 

@@ -64,10 +64,21 @@ def learning_cases():
         if learning is None:
             continue
         for backend in learning.backends:
-            for seed in learning.seeds:
-                cases.append(pytest.param(path, backend, seed, id=f"{path.stem}-{backend}-seed{seed}",
-                                          marks=[] if backend in BACKENDS else [pytest.mark.skip("backend off")]))
+            cases.append(pytest.param(path, backend, id=f"{path.stem}-{backend}",
+                                      marks=[] if backend in BACKENDS else [pytest.mark.skip("backend off")]))
     return cases
+
+
+def run_seeds(seeds: list[int], required: int, run) -> tuple[bool, list[tuple[int, dict]]]:
+    """Runs ``run(seed)`` for the seeds in order until ``required`` runs have solved (True) or too few seeds
+    are left for that (False); returns the verdict and ``[(seed, result)]`` of the runs made."""
+    done: list[tuple[int, dict]] = []
+    for i, seed in enumerate(seeds):
+        solved = sum(r["solved_at"] is not None for _, r in done)
+        if solved >= required or solved + len(seeds) - i < required:
+            break
+        done.append((seed, run(seed)))
+    return sum(r["solved_at"] is not None for _, r in done) >= required, done
 
 
 def learning_protocol(learning, config_evaluation):
@@ -96,17 +107,60 @@ def train_until_solved(agent, env_steps: int, protocol) -> dict:
 
 
 @pytest.mark.learning
-@pytest.mark.parametrize("path,backend,seed", learning_cases())
-def test_learns(path, backend, seed, record_property):
+@pytest.mark.parametrize("path,backend", learning_cases())
+def test_learns(path, backend, record_property):
     spec = load_agent_spec(path)
     learning = spec.spec.learning
-    agent = spec.agent_class(load_agent_spec(path).config(overrides=False), backend=backend, seed=seed)
-    result = train_until_solved(agent, learning.env_steps, learning_protocol(learning, agent.config.evaluation))
-    record_property("learning", f"solved at {result['solved_at']} env steps in {result['seconds']:.0f} s; "
-                                f"evaluations (steps, 10-episode mean, 100-episode mean): {result['history']}")
-    assert result["solved_at"] is not None, (
-        f"{spec.name} [{backend}, seed {seed}] did not reach a greedy mean return of {learning.min_return} over "
-        f"{learning.eval_episodes} episodes within {learning.env_steps} env steps; evaluations: {result['history']}")
+
+    def run(seed: int) -> dict:
+        agent = spec.agent_class(spec.config(overrides=False), backend=backend, seed=seed)
+        result = train_until_solved(agent, learning.env_steps, learning_protocol(learning, agent.config.evaluation))
+        record_property(f"seed {seed}", f"solved at {result['solved_at']} env steps in {result['seconds']:.0f} s; "
+                                        f"evaluations (steps, 10-episode mean, 100-episode mean): {result['history']}")
+        return result
+
+    passed, runs = run_seeds(learning.seeds, learning.required, run)
+    assert passed, (
+        f"{spec.name} [{backend}]: {sum(r['solved_at'] is not None for _, r in runs)} of the runs with seeds "
+        f"{[seed for seed, _ in runs]} reached a greedy mean return of {learning.min_return} over "
+        f"{learning.eval_episodes} episodes within {learning.env_steps} env steps; {learning.required} of the "
+        f"seeds {learning.seeds} must. Evaluations (steps, 10-episode mean, 100-episode mean): "
+        + "; ".join(f"seed {seed}: {r['history']}" for seed, r in runs))
+
+
+@pytest.mark.parametrize("outcomes,required,verdict,ran", [
+    ([True, True, True], 2, True, 2),      # two solved: the third seed is not run
+    ([True, False, True], 2, True, 3),
+    ([False, False, True], 2, False, 2),   # after two failures one seed cannot make two: stop
+    ([False, True, True], 2, True, 3),
+    ([True, True], 2, True, 2),            # every seed required (min_solved left out)
+    ([True, False], 2, False, 2),
+    ([False, True], 1, True, 2),
+])
+def test_run_seeds_stops_as_soon_as_the_verdict_is_known(outcomes, required, verdict, ran):
+    seeds = list(range(10, 10 + len(outcomes)))
+    calls = []
+
+    def run(seed):
+        calls.append(seed)
+        return {"solved_at": 100 if outcomes[seed - 10] else None}
+
+    passed, runs = run_seeds(seeds, required, run)
+    assert (passed, calls, [s for s, _ in runs]) == (verdict, seeds[:ran], seeds[:ran])
+
+
+def test_min_solved_must_fit_the_seeds(tmp_path):
+    spec = (ROOT / "specs" / "agents" / "dqn_cartpole.yaml").read_text()
+    for bad, where in (("min_solved: 4", "learning.min_solved"), ("min_solved: 0", "learning.min_solved"),
+                       ("seeds: [1, 1, 2]", "learning.seeds")):
+        key = bad.split(":")[0]
+        text = "\n".join(f"  {bad}" if line.strip().startswith(f"{key}:") else line for line in spec.splitlines())
+        path = tmp_path / "agents" / "x" / f"{key}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        with pytest.raises(SpecError) as info:
+            load_agent_spec(path, root=ROOT)
+        assert where in str(info.value), (bad, str(info.value))
 
 
 def test_the_learning_criterion_is_the_configs_definition_of_solved():

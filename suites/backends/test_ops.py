@@ -146,6 +146,7 @@ ROWS = np.array([4, 1, 4, 0, 1, 4])
 W1 = _R.normal(size=(3, 4)).astype(np.float32)
 W2 = _R.normal(size=(4,)).astype(np.float32)
 UPDATES = _R.normal(size=(6, 2)).astype(np.float32)
+M_BIAS = _R.normal(size=(2,)).astype(np.float32)  # a bias for M's 2 columns
 
 
 def _lstm_like(carry: Any, x: Any, tanh: Callable) -> tuple[Any, Any]:
@@ -221,6 +222,13 @@ CASES: dict[str, list[Case]] = {
     "matmul": [Case(lambda F, a, m: F.matmul(a, m), np.matmul, (A, M)),
                Case(lambda F, a, m: F.matmul(F.stack([a, a]), m), lambda a, m: np.matmul(np.stack([a, a]), m),
                     (A, M))],
+    "dense": [Case(lambda F, a, m, b: F.dense(a, m, b), lambda a, m, b: a @ m + b, (A, M, M_BIAS)),
+              Case(lambda F, a, m: F.dense(a, m), np.matmul, (A, M)),
+              Case(lambda F, a, a2, m, b: F.dense(F.stack([a, a2]), m, b),  # [T, B, n]: leading axes broadcast
+                   lambda a, a2, m, b: np.stack([a, a2]) @ m + b, (A, A2, M, M_BIAS)),
+              Case(lambda F, v, x, b: F.gradients(F.reduce_sum(F.square(F.dense(x, v, b))), [v])[0],
+                   lambda x, b: 2.0 * x.T @ (x @ M.astype(np.float64) + b), (A, M_BIAS), spaces=(_batch(A), _space(M_BIAS)),
+                   var=((4, 2), "float32", M, True), gradients=True, rtol=1e-4, atol=1e-4)],
     "reduce_sum": [Case(lambda F, a: F.reduce_sum(a, 1), lambda a: a.sum(1), (A,)),
                    Case(lambda F, a: F.reduce_sum(a), np.sum, (A,)),
                    Case(lambda F, a: F.reduce_sum(a, (0, 1), keepdims=True), lambda a: a.sum((0, 1), keepdims=True),

@@ -125,10 +125,10 @@ def test_torch_layout_variant_without_bias_is_caught(monkeypatch):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_op_counts_see_the_networks_layers(backend):
     counts = act_report.op_counts(backend)
-    conv, matmul = {"torch": ("aten::conv2d", "aten::matmul"), "tf": ("Conv2D", "MatMul")}[backend]
+    conv, matmul = {"torch": ("aten::conv2d", "aten::addmm"), "tf": ("Conv2D", "MatMul")}[backend]
     for side in ("framework", "hand"):
         by_op = counts[side]["by_op"]
-        # Three convolutions, three dense layers (torso, value, advantage) on both sides.
+        # Three convolutions, three dense layers (torso, value, advantage; addmm on PyTorch) on both sides.
         assert by_op[conv] == 3 and by_op[matmul] == 3, (side, by_op)
         # Top-level ops only (conv2d calls convolution in turn); no graph constants.
         assert not {"aten::convolution", "aten::mm", "Const", "Placeholder"} & set(by_op), by_op

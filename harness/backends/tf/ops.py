@@ -75,6 +75,11 @@ class TFOps:
 
     # math
     matmul = staticmethod(tf.linalg.matmul)
+
+    @staticmethod
+    def dense(x: Any, kernel: Any, bias: Any = None) -> Any:
+        out = tf.linalg.matmul(x, kernel)
+        return out if bias is None else tf.nn.bias_add(out, bias)
     reduce_sum = staticmethod(lambda x, axis=None, keepdims=False: tf.reduce_sum(x, axis, keepdims))
     reduce_mean = staticmethod(lambda x, axis=None, keepdims=False: tf.reduce_mean(x, axis, keepdims))
     reduce_max = staticmethod(lambda x, axis=None, keepdims=False: tf.reduce_max(x, axis, keepdims))

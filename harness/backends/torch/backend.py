@@ -54,9 +54,19 @@ class TorchBackend(Backend):
     def to_tensor(self, value: np.ndarray) -> Any:
         return torch.as_tensor(value)
 
+    def feed(self, value: np.ndarray) -> Any:
+        # The executor feeds arrays already cast to their space's dtype: from_numpy shares their memory
+        # (~0.5 us a call against ~1.1 us for as_tensor); arrays it cannot share (negative strides) are copied.
+        try:
+            return torch.from_numpy(value)
+        except (TypeError, ValueError):
+            return torch.as_tensor(value)
+
     def to_numpy(self, tensor: Any) -> np.ndarray:
         # A copy: a graph function may return a variable (or a view of one) whose memory
         # later API calls change; a CPU tensor's .numpy() would alias it.
+        if tensor.device.type == "cpu" and not tensor.requires_grad:
+            return tensor.numpy().copy()
         return tensor.detach().cpu().numpy().copy()
 
     def is_tensor(self, value: Any) -> bool:

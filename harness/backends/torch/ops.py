@@ -148,6 +148,15 @@ class TorchOps:
     matmul = staticmethod(torch.matmul)
 
     @staticmethod
+    def dense(x: Any, kernel: Any, bias: Any = None) -> Any:
+        # addmm is the matmul and the bias add in one op (a [B, n] batch, the common case); other ranks broadcast
+        if bias is None:
+            return torch.matmul(x, kernel)
+        if x.dim() == 2:
+            return torch.addmm(bias, x, kernel)
+        return torch.matmul(x, kernel) + bias
+
+    @staticmethod
     def _reduce(fn: Callable, x: Any, axis: Any, keepdims: bool) -> Any:
         if axis is None:
             out = fn(x)

@@ -71,7 +71,5 @@ class Dense(Component):
 
     @graph_fn
     def _graph_fn_apply(self, F: Any, inputs: Any) -> Any:
-        out = F.matmul(inputs, self.kernel)
-        if self.use_bias:
-            out = out + self.bias
+        out = F.dense(inputs, self.kernel, self.bias if self.use_bias else None)
         return F.activation(self.activation)(out)

@@ -154,11 +154,20 @@ class EpsilonGreedy(Component):
         # clipped into the schedule's range (also against float32 rounding stepping outside by one ulp)
         return F.clip(eps, self.epsilon_low, self.epsilon_high)
 
+    def create_variables(self, input_spaces: dict[str, Space]) -> None:
+        """No variables; notes the greedy actions' rank and dtype, which the explore step needs on every call."""
+        greedy = input_spaces.get("greedy_actions")
+        if greedy is not None:
+            self._actions_rank = len(greedy.extra_ranks)
+            self._actions_dtype = greedy.dtype.name
+
     @graph_fn(output_spaces=_explore_space)
     def _graph_fn_explore(self, F: Any, greedy_actions: Any, epsilon: Any) -> Any:
-        shape = [F.dim(greedy_actions, i) for i in range(len(greedy_actions.shape))]
+        shape = [F.dim(greedy_actions, i) for i in range(self._actions_rank)]
         coin = F.random_uniform(shape)
-        draw = F.random_uniform(shape)
-        random_actions = F.minimum(F.cast(draw * float(self.num_actions), "int64"), self.num_actions - 1)
-        random_actions = F.cast(random_actions, self.input_spaces["greedy_actions"].dtype.name)
+        # int32/int64 are drawn as they are; narrower integer actions are drawn as int64 and cast
+        drawn = self._actions_dtype if self._actions_dtype in ("int32", "int64") else "int64"
+        random_actions = F.random_integers(shape, self.num_actions, drawn)
+        if drawn != self._actions_dtype:
+            random_actions = F.cast(random_actions, self._actions_dtype)
         return F.where(coin < epsilon, random_actions, greedy_actions)

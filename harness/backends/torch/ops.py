@@ -306,9 +306,12 @@ class TorchOps:
         return sample if device.type == "cpu" else sample.to(device)
 
     def random_uniform(self, shape: Any, low: float = 0.0, high: float = 1.0, dtype: str = "float32") -> Any:
-        # One op: uniform_ draws in [low, high) directly (rand, a multiply and an add were three).
-        u = torch.empty(tuple(int(s) for s in shape), dtype=_dt(dtype), device="cpu").uniform_(low, high,
-                                                                                             generator=self._gen)
+        # One call: rand for [0, 1) (PyTorch's rand is empty().uniform_(0, 1): the same draws), uniform_ for
+        # another range directly (rand, a multiply and an add were three ops).
+        size = tuple(int(s) for s in shape)
+        if low == 0.0 and high == 1.0:
+            return self._drawn(torch.rand(size, generator=self._gen, dtype=_dt(dtype), device="cpu"))
+        u = torch.empty(size, dtype=_dt(dtype), device="cpu").uniform_(low, high, generator=self._gen)
         return self._drawn(u)
 
     def random_integers(self, shape: Any, high: int, dtype: str = "int64") -> Any:

@@ -40,6 +40,7 @@ def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, secon
             batch_sizes: tuple[int, ...] = (1, 4, 16, 64), sampling_points: dict | None = None) -> dict[str, Any]:
     """All figures of the report (see the module docstring)."""
     from spacegraph.reports import act_measure, sampling_overhead, update_overhead
+    from harness.measure.machine import uncommitted
     from spacegraph.reports.startup_time import first_progress_seconds
 
     load0, t0 = os.getloadavg(), time.perf_counter()
@@ -70,8 +71,9 @@ def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, secon
             startup[b].append(first_progress_seconds(b))
             imports[b].append(import_seconds(b))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = uncommitted(["harness", "reference_agents", "spacegraph"])
     return {"act": act, "update": update, "sampling": sampling, "startup": startup, "imports": imports, "targets": TARGETS,
-            "repeats": repeats, "seconds": seconds, "commit": commit, "load_before": load0,
+            "repeats": repeats, "seconds": seconds, "commit": commit, "uncommitted": dirty, "load_before": load0,
             "load_after": os.getloadavg(),
             "minutes": (time.perf_counter() - t0) / 60}
 
@@ -98,12 +100,20 @@ def _hand(by_backend: dict[str, list[float]]) -> str:
     return f" [{statistics.median(by_backend['hand_act']):.2f}]" if by_backend.get("hand_act") else ""
 
 
+def _tree(r: dict[str, Any]) -> str:
+    """What the code measured was beside the commit: its uncommitted changes under the measured packages."""
+    dirty = r.get("uncommitted", ())
+    if dirty is None:
+        return " (git status unknown)"
+    return f" with uncommitted changes ({', '.join(line[3:] for line in dirty)})" if dirty else ""
+
+
 def markdown(r: dict[str, Any]) -> str:
     """The report as Markdown."""
     backends = list(r["startup"])
     t = r["targets"]
     lines = ["# Framework overhead against hand-written code (issue 18)", "",
-             f"Commit `{r['commit']}` (working tree), CPU only, 1 framework thread, the shared 2-core dev VM; "
+             f"Commit `{r['commit']}`{_tree(r)}, CPU only, 1 framework thread, the shared 2-core dev VM; "
              f"load average {r['load_before'][0]:.1f} at start, {r['load_after'][0]:.1f} at the end "
              f"({r['minutes']:.1f} min). Every figure is the median of {r['repeats']} repeats "
              "(min-max in brackets); act and update ratios are medians of interleaved rounds of CPU time "

@@ -23,3 +23,12 @@ def test_table_marks_targets_met_and_missed():
     assert ("| sampling worker/direct loop, Pong, 4 env(s): acting (observing too) [hand-written act] | >= 0.85 | "
             "0.88 (0.86-0.90) met (0.70) | 0.50 NOT met (0.43) [0.91] |") in text
     assert "0.89 NOT met" in markdown(_result(0.89))
+
+
+def test_the_header_says_whether_the_code_measured_had_uncommitted_changes():
+    clean = dict(_result(0.95), uncommitted=[])
+    assert "Commit `abc1234`, CPU only" in markdown(clean)
+    dirty = dict(clean, uncommitted=[" M harness/execution/executor.py", "?? spacegraph/x.py"])
+    assert ("Commit `abc1234` with uncommitted changes (harness/execution/executor.py, spacegraph/x.py), CPU only"
+            in markdown(dirty))
+    assert "Commit `abc1234` (git status unknown), CPU only" in markdown(dict(clean, uncommitted=None))

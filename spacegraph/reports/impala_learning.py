@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spacegraph.reports.impala_throughput import THREADS, _executor_factory, cpu_busy, rllib_impala
+from spacegraph.reports.impala_throughput import (THREADS, _executor_factory, cpu_busy, record_episode_return,
+                                                  rllib_impala)
 
 REPORT_DIR = Path(__file__).resolve().parents[2] / "reports"
 NAME = "impala_pong_learning"
@@ -79,14 +80,6 @@ def side_ours(seconds: float, actors: int, every: float, log: PointLog, executor
                 "rollouts_per_actor": {str(k): v for k, v in sorted(worker.received.items())}}
     finally:
         worker.close()
-
-
-def record_episode_return(path: str, *, episode: Any, prev_episode_chunks: Any = None, **_: Any) -> None:
-    """RLlib ``on_episode_end`` callback (runs in its env runners): appends the episode's whole return (its
-    earlier chunks included) to ``path``, one line each."""
-    total = float(episode.get_return()) + sum(float(c.get_return()) for c in prev_episode_chunks or ())
-    with open(path, "a") as fh:
-        fh.write(f"{total}\n")
 
 
 def side_rllib(seconds: float, actors: int, every: float, log: PointLog, executor: str) -> dict[str, Any]:

@@ -107,6 +107,19 @@ def _concat_nested(values: Sequence[Any]) -> Any:
     return np.concatenate(values)
 
 
+def _slice_nested(value: Any, start: int, stop: int) -> Any:
+    if isinstance(value, dict):
+        return {k: _slice_nested(v, start, stop) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_slice_nested(v, start, stop) for v in value)
+    return value[start:stop]
+
+
+def slice_records(records: dict[str, Any], start: int, stop: int) -> dict[str, Any]:
+    """Transitions ``start:stop`` of a record dict (nested values sliced alike)."""
+    return {k: _slice_nested(v, start, stop) for k, v in records.items()}
+
+
 def concat_records(batches: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Record dicts of `stack_records` joined along the transition axis (empty arrays for none)."""
     if not batches:

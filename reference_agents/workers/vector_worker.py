@@ -12,7 +12,8 @@ import numpy as np
 from harness.spaces import from_gymnasium
 from reference_agents.components.helpers.n_step import NStepAccumulator
 from reference_agents.workers.envs import EnvFactory, VectorEnv, index_value
-from reference_agents.workers.results import Episode, SampleBatch, WorkerStats, concat_records, stack_records
+from reference_agents.workers.results import (Episode, SampleBatch, WorkerStats, concat_records, slice_records,
+                                               stack_records)
 
 
 class VectorEnvWorker:
@@ -29,7 +30,8 @@ class VectorEnvWorker:
       ones; ``compute_priorities`` adds ``|agent.td_errors(records)|`` to them
       (kept as ``last_priorities``);
     - with ``observe=False`` nothing reaches the agent: `sample` returns the folded
-      transitions (and priorities) instead, for a replay elsewhere (Ape-X); `run` then
+      transitions (and priorities, from one ``td_errors`` call per `PRIORITY_CHUNK`
+      transitions of the call) instead, for a replay elsewhere (Ape-X); `run` then
       only acts and steps (it keeps nothing, so it folds nothing, and n-step windows left
       open by an earlier `sample` are dropped).
 
@@ -69,6 +71,8 @@ class VectorEnvWorker:
         ValueError: for invalid arguments, an unknown env id, or environments whose spaces do not
             fit the agent's (naming both).
     """
+
+    PRIORITY_CHUNK = 256   # records per td_errors call when `sample` computes priorities
 
     def __init__(self, agent: Any, env_id: str | EnvFactory, num_envs: int = 1, seed: int = 0,
                  env_kwargs: dict[str, Any] | None = None, n_step: int | None = None,
@@ -257,7 +261,7 @@ class VectorEnvWorker:
                                         bool(terminated[i]), bool(truncated[i])))
             if records:
                 batch = stack_records(records)
-                if self.compute_priorities:
+                if self.compute_priorities and self.observe:   # `sample` computes them once per call
                     self.last_priorities = np.abs(np.asarray(self.agent.td_errors(batch), np.float64)).reshape(-1)
                 if self.observe:
                     self.agent.observe_transitions(batch)
@@ -328,8 +332,21 @@ class VectorEnvWorker:
                              "observe=False (or worker_side_n_step=True)")
         stats, records, priorities = self._loop(num_steps, None, None, 1000, keep_records=True)
         batch = concat_records(records)
-        prio = np.concatenate(priorities) if priorities else (np.zeros(0) if self.compute_priorities else None)
+        if self.compute_priorities and not self.observe:
+            # one td_errors call per sample (in chunks): the weights cannot change within a call, and a few
+            # calls on large batches cost far less than one on N records per step (a Nature CNN on Pong)
+            prio = self._priorities(batch) if records else np.zeros(0)
+        else:
+            prio = np.concatenate(priorities) if priorities else (np.zeros(0) if self.compute_priorities else None)
         return SampleBatch(batch, prio, stats)
+
+    def _priorities(self, batch: dict[str, Any]) -> np.ndarray:
+        n = len(batch["actions"])
+        chunks = [np.abs(np.asarray(self.agent.td_errors(
+            batch if n <= self.PRIORITY_CHUNK else slice_records(batch, s, s + self.PRIORITY_CHUNK)),
+            np.float64)).reshape(-1) for s in range(0, n, self.PRIORITY_CHUNK)]
+        self.last_priorities = chunks[-1]
+        return np.concatenate(chunks)
 
     def _loop(self, num_steps: int | None, num_episodes: int | None, callback: Callable[[WorkerStats], Any] | None,
               callback_every: int, keep_records: bool) -> tuple[WorkerStats, list[dict], list[np.ndarray]]:
@@ -358,7 +375,7 @@ class VectorEnvWorker:
             finished, recs, metrics = self._step(keep_records)
             if keep_records and recs:
                 records.extend(recs)
-                if self.compute_priorities:
+                if self.compute_priorities and self.observe:   # else `sample` scores the whole call
                     priorities.append(self.last_priorities)
             stats.episodes.extend(finished)
             stats.num_updates += len(metrics)

@@ -3,6 +3,10 @@ Pong, learning off and on, beside RLlib's DQN at the same number of env runners 
 environment vectors, with CPU utilisation; and a scaling model projecting 16-256 workers from the measured
 per-worker, per-shard and learner costs.
 
+Ours runs twice with learning on: with the learner free-running (the paper's Ape-X) and throttled to the
+replay ratio of RLlib's DQN at the same workers (``apex_rr``: one update per ``n_step x envs x workers`` env
+steps, as RLlib's default ``training_step`` makes), so that frames/s are compared at equal learning work too.
+
 Every point runs in a fresh subprocess (``--one``), the sides of one point back to back (raw, ours, RLlib),
 so that load from elsewhere on the machine falls on all of them alike. Run it with the peers environment
 (RLlib installed: ``pip install -e '.[peers]'``; our side runs there too, from the same checkout)::
@@ -27,7 +31,7 @@ from typing import Any, Sequence
 
 from harness.measure.files import write_report
 from harness.measure.machine import environment
-from spacegraph.reports.apex_throughput_measure import CONFIGS, SIDES, measure_point
+from spacegraph.reports.apex_throughput_measure import CONFIGS, MATCHED_SIDE, SIDES, measure_point
 from spacegraph.reports.apex_throughput_report import baselines, markdown, plot, ratios, scaling_model
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,13 +69,13 @@ def run_all(envs: Sequence[str], workers: Sequence[int], seconds: float, sides: 
         for n in workers:
             for learning in (False, True):
                 for side in sides:
-                    if side == "raw" and learning:
+                    if (side == "raw" and learning) or (side == MATCHED_SIDE and not learning):
                         continue
                     start = time.perf_counter()
                     p = run_point(side, env, n, learning, seconds, timeout=seconds + 420)
                     points.append(p)
                     rate = p.get("frames_per_s")
-                    log.write(f"{env:8s} {side:6s} workers {n} learning {'on ' if learning else 'off'} "
+                    log.write(f"{env:8s} {side:7s} workers {n} learning {'on ' if learning else 'off'} "
                               f"{f'{rate:10,.0f} frames/s' if rate else p.get('skipped', '')[:120]} "
                               f"({time.perf_counter() - start:.0f} s)\n")
                     log.flush()

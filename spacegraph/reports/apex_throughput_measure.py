@@ -19,7 +19,9 @@ from spacegraph.reports.rllib import import_rllib_safely, rllib_missing
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = {"cartpole": REPO / "reference_agents" / "configs" / "apex_cartpole.yaml",
            "pong": REPO / "reference_agents" / "configs" / "apex_pong.yaml"}
-SIDES = ("raw", "apex", "rllib")
+SIDES = ("raw", "apex", "apex_rr", "rllib")
+#: ``apex_rr``: ours with the learner throttled to RLlib's DQN replay ratio (learning on only; see `apex_config`).
+MATCHED_SIDE = "apex_rr"
 #: When learning is on, updates start after this many env steps (both sides), and the measurement starts after.
 LEARNING_STARTS = {"cartpole": 1000, "pong": 2000}
 #: Replay capacity in all (both sides): the memories are filled and wrap at the measured rates anyway.
@@ -79,25 +81,40 @@ def _ray_roots(session_dir: str) -> list[int]:
 
 
 # ---- the sides ------------------------------------------------------------------------------------------
-def apex_config(env: str, workers: int, learning: bool) -> dict[str, Any]:
+def rllib_steps_per_update(cfg: dict[str, Any], workers: int) -> int:
+    """Env steps RLlib's DQN samples per learner update with its default ``training_intensity`` (None): each
+    ``training_step`` samples one rollout fragment (``n_step`` steps when ``rollout_fragment_length`` is
+    "auto") on every env of every runner, then makes one update of ``train_batch_size`` records."""
+    return int(cfg["loss"]["n_step"]) * int(cfg["env"]["num_envs"]) * int(workers)
+
+
+def apex_config(env: str, workers: int, learning: bool, matched: bool = False) -> dict[str, Any]:
     """The Ape-X config of a point: the ready config with ``workers``, up to 2 shards, the capacity and, with
-    learning off, no update ever (workers still compute priorities; shards still insert)."""
+    learning off, no update ever (workers still compute priorities; shards still insert).
+
+    ``matched``: the learner throttled (``apex.throttle``) to one update per `rllib_steps_per_update` env
+    steps, the replay ratio (records learned from per env step) of RLlib's DQN at these workers; otherwise
+    free-running, as in the paper."""
     from reference_agents.agents.apex import load_apex_config
 
-    cfg, _ = load_apex_config(CONFIGS[env], apex={"workers": workers, "shards": min(2, workers), "throttle": False})
+    cfg, _ = load_apex_config(CONFIGS[env], apex={"workers": workers, "shards": min(2, workers),
+                                                  "throttle": bool(matched)})
     data = cfg.model_dump(by_alias=True)
     data["memory"]["capacity"] = CAPACITY[env]
     data["update"]["start_after"] = LEARNING_STARTS[env] if learning else 10 ** 12
+    if matched:
+        data["update"].update(every=rllib_steps_per_update(data, workers), repeats=1)
     return data
 
 
-def measure_apex(env: str, workers: int, learning: bool, seconds: float) -> dict[str, Any]:
-    """Ape-X on a local Ray instance: frames/s, updates/s and CPU over ``seconds`` after warming up."""
+def measure_apex(env: str, workers: int, learning: bool, seconds: float, matched: bool = False) -> dict[str, Any]:
+    """Ape-X on a local Ray instance: frames/s, updates/s and CPU over ``seconds`` after warming up
+    (``matched``: the learner at RLlib's replay ratio, `apex_config`)."""
     from harness.execution.ray import RayActorExecutor
     from reference_agents.agents.apex import ApexDriver
 
     executor = RayActorExecutor(num_cpus=max(2, workers + 2), object_store_memory=400 * 1024 * 1024)
-    driver = ApexDriver(apex_config(env, workers, learning), executor)
+    driver = ApexDriver(apex_config(env, workers, learning, matched), executor)
     try:
         driver.start()
         warm = LEARNING_STARTS[env] + 20 * driver.config.apex.sample_steps * workers
@@ -122,6 +139,8 @@ def measure_apex(env: str, workers: int, learning: bool, seconds: float) -> dict
         ledger = driver.ledger()
         return {"steps": steps, "frames": steps * driver.frames_per_step, "seconds": elapsed,
                 "updates": updates, "cpu_seconds": cpu, "frames_per_step": driver.frames_per_step,
+                "replay_ratio": updates * driver.config.update.batch_size / steps if steps else None,
+                "update_every": driver.config.update.every if matched else None,
                 "envs_per_worker": driver.config.env.num_envs, "shards": driver.num_shards,
                 "batch_size": driver.config.update.batch_size, "role_cpu_seconds": role_cpu,
                 "sampled": ledger["sampled"] - sampled0, "ledger": {k: v for k, v in ledger.items() if k != "shards"}}
@@ -136,7 +155,8 @@ def measure_rllib(env: str, workers: int, learning: bool, seconds: float) -> dic
     import ray
     from ray.rllib.algorithms.dqn import DQNConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
-    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+    from ray.rllib.utils.metrics import (ALL_MODULES, ENV_RUNNER_RESULTS, LEARNER_RESULTS,
+                                         NUM_ENV_STEPS_SAMPLED_LIFETIME, NUM_ENV_STEPS_TRAINED_LIFETIME)
     from ray.tune.registry import register_env
 
     from spacegraph.reports.sampling_contenders import RLLIB_CONV_FILTERS, ScaledImageEnv, env_factory
@@ -172,22 +192,33 @@ def measure_rllib(env: str, workers: int, learning: bool, seconds: float) -> dic
         def sampled(result: dict) -> int:
             return int(result[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME])
 
+        def trained(result: dict) -> int | None:
+            # records the learner trained on (n-step transitions: batch rows), over the run
+            value = (result.get(LEARNER_RESULTS) or {}).get(ALL_MODULES, {}).get(NUM_ENV_STEPS_TRAINED_LIFETIME)
+            return None if value is None else int(value)
+
         warm = LEARNING_STARTS[env] + 200 * workers
-        total = 0
+        total, result = 0, {}
         while total < warm:
-            total = sampled(algo.train())
+            result = algo.train()
+            total = sampled(result)
         meter = CpuMeter(lambda: _ray_roots(session))
         meter.start()
-        steps0, start = total, time.perf_counter()
+        steps0, trained0, start = total, trained(result), time.perf_counter()
         iterations = 0
         while time.perf_counter() - start < seconds:
-            total = sampled(algo.train())
+            result = algo.train()
+            total = sampled(result)
             iterations += 1
         elapsed = time.perf_counter() - start
         cpu = meter.stop()
         algo.stop()
         steps = total - steps0
-        return {"steps": steps, "frames": steps * fps, "seconds": elapsed, "updates": None, "cpu_seconds": cpu,
+        records = None if trained(result) is None else trained(result) - (trained0 or 0)
+        batch = int(cfg["update"]["batch_size"])
+        return {"steps": steps, "frames": steps * fps, "seconds": elapsed,
+                "updates": None if records is None or not learning else records / batch,
+                "replay_ratio": None if records is None or not steps else records / steps, "cpu_seconds": cpu,
                 "frames_per_step": fps, "envs_per_worker": cfg["env"]["num_envs"], "iterations": iterations,
                 "training_intensity": config.training_intensity, "rollout_fragment_length":
                     config.get_rollout_fragment_length()}
@@ -235,7 +266,8 @@ def _session_dir() -> str:
     return session()
 
 
-MEASURES = {"apex": measure_apex, "rllib": measure_rllib, "raw": measure_raw}
+MEASURES = {"apex": measure_apex, MATCHED_SIDE: lambda *a: measure_apex(*a, matched=True), "rllib": measure_rllib,
+            "raw": measure_raw}
 
 
 def measure_point(side: str, env: str, workers: int, learning: bool, seconds: float) -> dict[str, Any]:

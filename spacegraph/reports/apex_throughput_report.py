@@ -19,18 +19,36 @@ def _find(points: list[dict], side: str, env: str, workers: int, learning: bool)
                  and bool(p["learning"]) == learning and "skipped" not in p), None)
 
 
+OURS = ("apex", "apex_rr")
+SIDE_NAMES = {"raw": "raw stepping", "apex": "ours (Ape-X on Ray)",
+              "apex_rr": "ours, learner at RLlib's replay ratio", "rllib": "RLlib DQN"}
+
+
 def ratios(points: list[dict]) -> list[dict[str, Any]]:
-    """Ours / RLlib and ours / raw frames/s at each (env, workers, learning)."""
+    """Ours / RLlib and ours / raw frames/s at each (side of ours, env, workers, learning)."""
     rows = []
     for p in points:
-        if p["side"] != "apex" or "skipped" in p:
+        if p["side"] not in OURS or "skipped" in p:
             continue
         rllib = _find(points, "rllib", p["env"], p["workers"], p["learning"])
         raw = _find(points, "raw", p["env"], p["workers"], False)
-        rows.append({"env": p["env"], "workers": p["workers"], "learning": p["learning"],
+        rows.append({"side": p["side"], "env": p["env"], "workers": p["workers"], "learning": p["learning"],
                      "vs_rllib": p["frames_per_s"] / rllib["frames_per_s"] if rllib else None,
                      "of_raw": p["frames_per_s"] / raw["frames_per_s"] if raw else None})
     return rows
+
+
+def verdicts(rows: list[dict[str, Any]], env: str) -> list[str]:
+    """The target's verdict on ``env`` for each side of ours that has learning-on ratios."""
+    out = []
+    for side in OURS:
+        on = [r["vs_rllib"] for r in rows if r["env"] == env and r.get("side", "apex") == side and r["learning"]
+              and r["vs_rllib"] is not None]
+        if on:
+            verdict = "met" if min(on) >= TARGET_VS_RLLIB else "not met"
+            out.append(f"Target (at least {TARGET_VS_RLLIB:g}x RLlib's frames/s at equal workers with learning on), "
+                       f"{SIDE_NAMES[side]}: **{verdict}** on {env} (lowest ratio {min(on):.2f}x).")
+    return out
 
 
 def scaling_model(points: list[dict], env: str = "pong") -> dict[str, Any] | None:
@@ -90,15 +108,19 @@ def _fmt(x: Any, digits: int = 0) -> str:
 def _point_rows(points: list[dict], env: str) -> list[list[str]]:
     rows = []
     for p in sorted((p for p in points if p["env"] == env),
-                    key=lambda p: (p["workers"], bool(p["learning"]), ("raw", "apex", "rllib").index(p["side"]))):
-        side = {"raw": "raw stepping", "apex": "ours (Ape-X on Ray)", "rllib": "RLlib DQN"}[p["side"]]
+                    key=lambda p: (p["workers"], bool(p["learning"]), list(SIDE_NAMES).index(p["side"]))):
+        side = SIDE_NAMES[p["side"]]
         if "skipped" in p:
             rows.append([p["workers"], "on" if p["learning"] else "off", side, f"skipped: {p['skipped'][:80]}",
-                         "", "", ""])
+                         "", "", "", "", ""])
             continue
+        updates = p.get("updates_per_s")
+        if updates is None and p.get("updates") is not None and p.get("seconds"):
+            updates = p["updates"] / p["seconds"]
+        ratio = p.get("replay_ratio") if p["learning"] else None
         rows.append([p["workers"], "-" if p["side"] == "raw" else ("on" if p["learning"] else "off"), side,
-                     _fmt(p["frames_per_s"]), _fmt(p.get("updates_per_s"), 1), f"{100 * p['cpu_utilisation']:.0f}%",
-                     _fmt(p["seconds"], 1)])
+                     _fmt(p["frames_per_s"]), _fmt(updates, 1), _fmt(ratio, 2),
+                     f"{100 * p['cpu_utilisation']:.0f}%", _fmt(p["seconds"], 1)])
     return rows
 
 
@@ -118,7 +140,11 @@ def markdown(result: dict[str, Any]) -> str:
              f"between sides measured minutes apart.", "",
              "Ours: `ApexDriver` with N `ApexWorker` actors (one DQN graph each, worker-side n-step and "
              "priorities), min(N, 2) `ReplayShard` actors and the learner on the driver (update thread, "
-             "prefetch queue), free-running. RLlib: `DQNConfig` (new API stack, PyTorch) with N env runners, "
+             "prefetch queue), free-running; and the same with the learner throttled (`apex.throttle`) to "
+             "one update per n_step x envs x N env steps, the replay ratio RLlib's DQN runs at by default "
+             "(each `training_step` samples one rollout fragment of n_step steps per env, then makes one "
+             "update). Replay ratio: records learned from per env step (updates x batch / steps; RLlib's from "
+             "its learners' trained-records count). RLlib: `DQNConfig` (new API stack, PyTorch) with N env runners, "
              "the same environments, envs per runner, network sizes, n-step, batch size, replay capacity "
              "(prioritized episode replay) and learning start; its `algo.train()` loop samples and learns in "
              "turn. Learning off: ours never updates (workers still compute priorities, shards still insert); "
@@ -129,18 +155,16 @@ def markdown(result: dict[str, Any]) -> str:
         if not rows:
             continue
         lines += [f"## {env_name.capitalize()}", "",
-                  markdown_table(["workers", "learning", "side", "frames/s", "updates/s", "CPU", "seconds"], rows), ""]
+                  markdown_table(["workers", "learning", "side", "frames/s", "updates/s", "replay ratio", "CPU",
+                                  "seconds"], rows), ""]
         rs = [r for r in result["ratios"] if r["env"] == env_name]
         if rs:
             lines += ["Ours over RLlib and over raw stepping (same workers):", "",
-                      markdown_table(["workers", "learning", "ours / RLlib", "ours / raw"],
-                                     [[r["workers"], "on" if r["learning"] else "off", _fmt(r["vs_rllib"], 2),
+                      markdown_table(["workers", "learning", "side", "ours / RLlib", "ours / raw"],
+                                     [[r["workers"], "on" if r["learning"] else "off",
+                                       SIDE_NAMES[r.get("side", "apex")], _fmt(r["vs_rllib"], 2),
                                        _fmt(r["of_raw"], 2)] for r in rs]), ""]
-            on = [r["vs_rllib"] for r in rs if r["learning"] and r["vs_rllib"] is not None]
-            if on:
-                verdict = "met" if min(on) >= TARGET_VS_RLLIB else "not met"
-                lines += [f"Target (at least {TARGET_VS_RLLIB:g}x RLlib's frames/s at equal workers with learning "
-                          f"on): **{verdict}** on {env_name} (lowest ratio {min(on):.2f}x).", ""]
+            lines += [v + "\n" for v in verdicts(rs, env_name)]
     for env_name, model in (result.get("scaling") or {}).items():
         if not model:
             continue
@@ -184,9 +208,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
     points = result["points"]
     envs = [e for e in ("cartpole", "pong") if any(p["env"] == e for p in points)]
     fig, axes = plt.subplots(1, len(envs) + 1, figsize=(5 * (len(envs) + 1), 4))
-    colors = {"raw": "gray", "apex": "tab:blue", "rllib": "tab:orange"}
+    colors = {"raw": "gray", "apex": "tab:blue", "apex_rr": "tab:green", "rllib": "tab:orange"}
     for ax, env in zip(axes, envs):
-        for side in ("raw", "apex", "rllib"):
+        for side in colors:
             for learning in ((False,) if side == "raw" else (False, True)):
                 ps = sorted((p for p in points if p["env"] == env and p["side"] == side
                              and bool(p["learning"]) == learning and "skipped" not in p), key=lambda p: p["workers"])

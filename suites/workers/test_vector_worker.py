@@ -241,6 +241,23 @@ def test_sample_returns_priorities_without_observing(cartpole_agent, policies):
     np.testing.assert_allclose(w2.last_priorities, np.abs(observing.td_errors(observing.transitions[-1])))
 
 
+def test_sample_computes_priorities_once_per_chunk_of_the_call(cartpole_agent):
+    n, seed = 3, 4
+    agent = cartpole_agent(n_step=3, gamma=0.9)
+    worker = VectorEnvWorker(agent, "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT, observe=False,
+                             compute_priorities=True, update=False)
+    worker.PRIORITY_CHUNK = 7
+    batch = worker.sample(n * 20)
+    count = len(batch)
+    assert count > 2 * 7
+    # ceil(count / 7) calls on slices of the call's transitions in order, not one per lockstep step
+    assert [len(c["rewards"]) for c in agent.td_calls] == [min(7, count - s) for s in range(0, count, 7)]
+    np.testing.assert_array_equal(np.concatenate([c["states"] for c in agent.td_calls]), batch.records["states"])
+    np.testing.assert_allclose(batch.priorities, np.abs(agent.td_errors(batch.records)), rtol=1e-12)
+    last = count - (count - 1) // 7 * 7   # the last chunk's size
+    np.testing.assert_array_equal(worker.last_priorities, batch.priorities[-last:])
+
+
 def test_evaluate_is_greedy_and_observes_nothing(cartpole_agent, policies):
     n, seed = 2, 1
     greedy = lambda states, k: 1 - policies[0](states, k)  # noqa: E731  (differs from the exploring policy)

@@ -197,6 +197,54 @@ def test_learner_writes_priorities_back_and_publishes_with_one_put_each(local, m
         driver.close()
 
 
+@pytest.mark.parametrize("every", [1, 3])
+def test_the_learner_sends_a_shards_priorities_every_few_batches_in_the_order_learned(local, monkeypatch, every):
+    calls = []
+    original = ReplayShard.update_priorities
+
+    def counting(self, slots, priorities):
+        calls.append((self.name, np.asarray(slots).copy(), np.asarray(priorities).copy()))
+        return original(self, slots, priorities)
+
+    monkeypatch.setattr(ReplayShard, "update_priorities", counting)
+    learned = []
+    driver = ApexDriver(small_config(priority_every=every), local)
+    try:
+        driver.start()
+        assert driver.learner.priority_every == every
+        real_update = driver.agent.update
+
+        def recording(batch):
+            out = real_update(batch)
+            learned.append(np.abs(np.asarray(out["td_errors"], np.float32)))
+            return out
+
+        monkeypatch.setattr(driver.agent, "update", recording)
+        driver.run(num_steps=600)
+        ledger = balanced(driver)
+        batch = driver.config.update.batch_size
+        sizes = [len(slots) for _, slots, _ in calls]
+        # after the run's pause nothing is held back: every learned record's priority reached a shard
+        assert sum(sizes) == ledger["learned"] == len(learned) * batch > 0
+        per_shard = {name: [len(sl) for n, sl, _ in calls if n == name] for name, _, _ in calls}
+        for name, counts in per_shard.items():
+            # `every` batches per call, but the last call of each shard (sent at the pause) may hold fewer
+            assert all(c == every * batch for c in counts[:-1]) and 0 < counts[-1] <= every * batch, (name, counts)
+        # the priorities sent are the learned ones, in the order learned (a slot sampled twice keeps its last)
+        assert sorted(np.concatenate([p for _, _, p in calls]).tolist()) == \
+            sorted(np.concatenate(learned).tolist())
+    finally:
+        driver.close()
+
+
+def test_the_learner_refuses_a_bad_priority_every():
+    from reference_agents.agents.apex.learner import ApexLearner
+
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="priority_every must be a positive int"):
+            ApexLearner(object(), [], 16, 4, 5, lambda v: v, priority_every=bad)
+
+
 def test_a_worker_whose_environment_raises_is_restarted(local, monkeypatch):
     calls = {"n": 0}
     original = ApexWorker.sample

@@ -38,6 +38,8 @@ class ApexSection(_Section):
                                                       "the driver handles the last)")
     publish_every: int = Field(10, ge=1, description="learner updates between weight publications")
     prefetch: int = Field(4, ge=1, description="sampled batches the learner's queue holds")
+    priority_every: int = Field(4, ge=1, description="batches of a shard whose new priorities the learner sends "
+                                                     "back in one call")
     throttle: bool = Field(False, description="keep learner updates and env steps to the `update` schedule's "
                                               "ratio (repeats per `every` env steps), as local DQN does")
     max_update_lag: int = Field(100, ge=1, description="with throttle: workers wait while the learner is this "

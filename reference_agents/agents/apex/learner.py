@@ -28,14 +28,21 @@ class ApexLearner:
         allowed_updates: ``fn() -> int``: the updates the schedule allows so far (throttling; None: no bound).
         on_shard_failure: ``fn(index, incarnation, failure)`` when a shard call fails (the driver restarts it).
         sample_timeout: seconds to wait for one sampled batch.
+        priority_every: batches of one shard whose new priorities go back in one call (in the order learned,
+            so a slot sampled twice keeps its last priority); the rest goes at `pause` and `stop`.
     """
 
     def __init__(self, agent: Any, shards: Sequence[ActorHandle], batch_size: int, prefetch: int,
                  publish_every: int, put: Callable[[Any], Any], allowed_updates: Callable[[], int] | None = None,
                  on_shard_failure: Callable[[int, int, ActorFailure], None] | None = None,
-                 sample_timeout: float = 60.0) -> None:
+                 sample_timeout: float = 60.0, priority_every: int = 1) -> None:
+        if isinstance(priority_every, bool) or not isinstance(priority_every, int) or priority_every < 1:
+            raise ValueError(f"ApexLearner: priority_every must be a positive int; got {priority_every!r}")
         self.agent, self.shards = agent, shards
         self.batch_size, self.publish_every = int(batch_size), int(publish_every)
+        self.priority_every = priority_every
+        # per shard index: (incarnation, slot arrays, priority arrays) learned but not yet sent
+        self._pending_priorities: dict[int, tuple[int, list[np.ndarray], list[np.ndarray]]] = {}
         self.put, self.allowed_updates, self.on_shard_failure = put, allowed_updates, on_shard_failure
         self.sample_timeout = sample_timeout
         self.queue: queue.Queue = queue.Queue(maxsize=int(prefetch))
@@ -73,7 +80,8 @@ class ApexLearner:
         return run
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stops both threads (the batch in hand is learned or dropped) and waits for them."""
+        """Stops both threads (the batch in hand is learned or dropped), waits for them and sends the
+        priorities still held."""
         self.stopping.set()
         self.active.set()
         while True:  # unblock a prefetch thread waiting on a full queue
@@ -84,14 +92,18 @@ class ApexLearner:
         for thread in self._threads:
             thread.join(timeout)
         self._threads.clear()
+        self._flush_priorities()
 
     def pause(self) -> None:
-        """Stops learning after the iterations in progress and returns when both threads are idle (counts,
-        shards and weights then agree until the next `active.set`)."""
+        """Stops learning after the iterations in progress and returns when both threads are idle and the
+        priorities learned so far are sent (counts, shards and weights then agree until the next
+        `active.set`)."""
         self.active.clear()
         for lock in self._busy:
             with lock:
                 pass
+        with self._busy[1]:   # the update thread is idle: its held priorities are the caller's to send
+            self._flush_priorities()
 
     def check(self) -> None:
         """Raises the error that stopped a learner thread, if one did."""
@@ -175,14 +187,37 @@ class ApexLearner:
         self.updates += 1
         self.records_learned += len(slots)
         self.last_loss = float(out["loss"])
-        handle = self.shards[i]
-        if handle.incarnation == incarnation and self.shard_live[i]:  # a restarted shard's slots mean nothing
-            self.priority_futures.append(handle.call("update_priorities", slots,
-                                                     np.abs(np.asarray(out["td_errors"], np.float32))))
-            if len(self.priority_futures) > 64:
-                self._drain_priority_futures()
+        held = self._pending_priorities.get(i)
+        if held is None or held[0] != incarnation:   # a restarted shard's slots mean nothing
+            held = self._pending_priorities[i] = (incarnation, [], [])
+        held[1].append(np.asarray(slots))
+        held[2].append(np.abs(np.asarray(out["td_errors"], np.float32)))
+        if len(held[1]) >= self.priority_every:
+            self._flush_priorities(i)
         if self.updates % self.publish_every == 0:
             self.publish()
+
+    def _flush_priorities(self, only: int | None = None) -> None:
+        """Sends the held priorities of shard ``only`` (default: every shard) in one call each, to the
+        incarnation their batches came from (dropped where the shard has died or been restarted since)."""
+        for i in ([only] if only is not None else list(self._pending_priorities)):
+            held = self._pending_priorities.pop(i, None)
+            if held is None or not held[1]:
+                continue
+            incarnation, slots, priorities = held
+            if i >= len(self.shards):
+                continue
+            handle = self.shards[i]
+            if handle.incarnation != incarnation or not self.shard_live[i]:
+                continue
+            try:
+                self.priority_futures.append(handle.call(
+                    "update_priorities", slots[0] if len(slots) == 1 else np.concatenate(slots),
+                    priorities[0] if len(priorities) == 1 else np.concatenate(priorities)))
+            except ActorFailure:
+                pass  # the shard's failure is seen and handled where it samples or adds
+        if len(self.priority_futures) > 64:
+            self._drain_priority_futures()
 
     def _drain_priority_futures(self) -> None:
         futures, self.priority_futures = self.priority_futures, []

@@ -114,12 +114,9 @@ def _point_rows(points: list[dict], env: str) -> list[list[str]]:
             rows.append([p["workers"], "on" if p["learning"] else "off", side, f"skipped: {p['skipped'][:80]}",
                          "", "", "", "", ""])
             continue
-        updates = p.get("updates_per_s")
-        if updates is None and p.get("updates") is not None and p.get("seconds"):
-            updates = p["updates"] / p["seconds"]
         ratio = p.get("replay_ratio") if p["learning"] else None
         rows.append([p["workers"], "-" if p["side"] == "raw" else ("on" if p["learning"] else "off"), side,
-                     _fmt(p["frames_per_s"]), _fmt(updates, 1), _fmt(ratio, 2),
+                     _fmt(p["frames_per_s"]), _fmt(p.get("updates_per_s"), 1), _fmt(ratio, 2),
                      f"{100 * p['cpu_utilisation']:.0f}%", _fmt(p["seconds"], 1)])
     return rows
 

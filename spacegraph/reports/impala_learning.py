@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spacegraph.reports.impala_throughput import (THREADS, _executor_factory, cpu_busy, record_episode_return,
-                                                  rllib_impala)
+from spacegraph.reports.impala_throughput import (THREADS, _executor_factory, cpu_busy, last_mean,
+                                                  record_episode_return, rllib_impala)
 
 REPORT_DIR = Path(__file__).resolve().parents[2] / "reports"
 NAME = "impala_pong_learning"
@@ -105,7 +105,7 @@ def side_rllib(seconds: float, actors: int, every: float, log: PointLog, executo
                 next_point += every
                 returns = [float(x) for x in returns_file.read_text().split()]
                 log.add(time.perf_counter() - start, steps * frames_per_step,
-                        sum(returns[-100:]) / len(returns[-100:]) if returns else math.nan, len(returns))
+                        last_mean(returns) if returns else math.nan, len(returns))
         algo.stop()
         returns = [float(x) for x in returns_file.read_text().split()]
         return {"frames": steps * frames_per_step, "episodes": len(returns), "returns": returns}

@@ -27,8 +27,8 @@ def test_the_matched_side_learns_once_per_rllib_training_step(workers):
 
 def test_ratios_and_verdicts_per_side_of_ours():
     points = [_point("raw", 2, False, 10_000.0), _point("rllib", 2, True, 300.0, replay_ratio=1.33),
-              _point("apex", 2, True, 800.0, updates=240, replay_ratio=2.5),
-              _point("apex_rr", 2, True, 1200.0, updates=90, replay_ratio=1.33),
+              _point("apex", 2, True, 800.0, updates_per_s=16.0, replay_ratio=2.5),
+              _point("apex_rr", 2, True, 1200.0, updates_per_s=6.0, replay_ratio=1.33),
               _point("rllib", 2, False, 500.0), _point("apex", 2, False, 2000.0)]
     rows = ratios(points)
     by = {(r["side"], r["learning"]): r for r in rows}

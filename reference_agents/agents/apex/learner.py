@@ -202,7 +202,7 @@ class ApexLearner:
         incarnation their batches came from (dropped where the shard has died or been restarted since)."""
         for i in ([only] if only is not None else list(self._pending_priorities)):
             held = self._pending_priorities.pop(i, None)
-            if held is None or not held[1]:
+            if held is None:
                 continue
             incarnation, slots, priorities = held
             if i >= len(self.shards):
@@ -211,9 +211,8 @@ class ApexLearner:
             if handle.incarnation != incarnation or not self.shard_live[i]:
                 continue
             try:
-                self.priority_futures.append(handle.call(
-                    "update_priorities", slots[0] if len(slots) == 1 else np.concatenate(slots),
-                    priorities[0] if len(priorities) == 1 else np.concatenate(priorities)))
+                self.priority_futures.append(handle.call("update_priorities", np.concatenate(slots),
+                                                         np.concatenate(priorities)))
             except ActorFailure:
                 pass  # the shard's failure is seen and handled where it samples or adds
         if len(self.priority_futures) > 64:

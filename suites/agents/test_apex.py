@@ -286,6 +286,45 @@ def test_a_dead_shard_comes_back_from_its_snapshot(local, tmp_path):
     assert "replay shard 'shard-0' died" in stream.getvalue() and "from its snapshot" in stream.getvalue()
 
 
+def test_a_late_report_of_a_handled_shard_death_restarts_nothing(local, tmp_path, monkeypatch):
+    """The learner's prefetch thread can see a shard's death after the driver took it up but before the restart
+    moved the incarnation on (seen in CI on Ray: two failures for one kill). That report, and the late failure
+    of the old incarnation's sample call, must neither restart the shard a second time nor leave it unsampled."""
+    config = small_config(snapshot_every=100)
+    driver = ApexDriver(config, local, snapshot_dir=str(tmp_path), stream=io.StringIO())
+    restart = local.restart
+    late = []
+
+    def restart_with_late_reports(handle):
+        if handle is not driver.shards[0]:
+            return restart(handle)
+        # the old incarnation's sample calls fail while the restart is under way and after it
+        incarnation = handle.incarnation
+        driver.learner.shard_failed(0, incarnation, ActorFailure(handle.name, "sample", True, "during"))
+        restart(handle)
+        mark_live = driver.learner.mark_live
+
+        def then_a_late_failure(i):
+            mark_live(i)
+            driver.learner.shard_failed(0, incarnation, ActorFailure(handle.name, "sample", True, "after"))
+            late.append(incarnation)
+
+        monkeypatch.setattr(driver.learner, "mark_live", then_a_late_failure)
+
+    try:
+        driver.run(num_steps=300)
+        monkeypatch.setattr(local, "restart", restart_with_late_reports)
+        local.kill(driver.shards[0])
+        driver.run(num_steps=300)
+        ledger = balanced(driver)
+    finally:
+        driver.close()
+    assert late == [0]
+    failure, = driver.shard_failures
+    assert failure["name"] == "shard-0" and ledger["shards"][0]["deaths"] == 1
+    assert driver.shards[0].incarnation == 1 and driver.learner.shard_live == [True, True]
+
+
 def test_a_temporary_snapshot_folder_is_removed_on_close_and_a_given_one_kept(local, tmp_path):
     own = ApexDriver(small_config(snapshot_every=100), local)
     given = ApexDriver(small_config(snapshot_every=100), local, snapshot_dir=str(tmp_path))

@@ -100,6 +100,7 @@ class ApexDriver:
         self.shards: list[ActorHandle] = []
         self.learner: ApexLearner | None = None
         self._dead_shards: dict[int, tuple[int, str]] = {}
+        self._reported_deaths: set[tuple[int, int]] = set()   # (shard, incarnation): each incarnation dies once
         self._dead_lock = threading.Lock()
         self._sent_version = 0
         self._next_shard = 0
@@ -198,9 +199,12 @@ class ApexDriver:
 
     # ---- faults ------------------------------------------------------------------------------------------------
     def _on_shard_failure(self, j: int, incarnation: int, failure: ActorFailure) -> None:
+        # The learner's threads and the driver may all see one death; a report that arrives while the death is
+        # being handled (the restart has not yet moved the incarnation on) must not restart the new one again.
         with self._dead_lock:
-            if self.shards[j].incarnation == incarnation:
-                self._dead_shards.setdefault(j, (incarnation, str(failure)))
+            if self.shards[j].incarnation == incarnation and (j, incarnation) not in self._reported_deaths:
+                self._reported_deaths.add((j, incarnation))
+                self._dead_shards[j] = (incarnation, str(failure))
 
     def _restart_worker(self, i: int, failure: ActorFailure) -> None:
         handle = self.workers[i]
@@ -248,7 +252,7 @@ class ApexDriver:
                               f"were on their way; restarted {'from its snapshot with ' + format(restored, ',') if restored else 'empty'}\n")
             self.stream.flush()
             assert self.learner is not None
-            self.learner.shard_live[j] = True
+            self.learner.mark_live(j)
 
     # ---- snapshots ------------------------------------------------------------------------------------------------
     def _snapshot_path(self, j: int) -> str | None:

@@ -57,6 +57,7 @@ class ApexLearner:
         self.published: tuple[Any, int] | None = None
         self.priority_futures: list[Future] = []
         self.shard_live: list[bool] = [True] * len(shards)
+        self._live_lock = threading.Lock()   # a late failure of an old incarnation must not mark the new one dead
         self.error: BaseException | None = None
         self._next_shard = 0
         self._threads: list[threading.Thread] = []
@@ -105,6 +106,20 @@ class ApexLearner:
         with self._busy[1]:   # the update thread is idle: its held priorities are the caller's to send
             self._flush_priorities()
 
+    def shard_failed(self, i: int, incarnation: int, failure: ActorFailure) -> None:
+        """A call to incarnation ``incarnation`` of shard ``i`` failed: stop sampling it (unless the driver has
+        restarted it since: a late failure of an old incarnation says nothing of the new one) and report it."""
+        with self._live_lock:
+            if self.shards[i].incarnation == incarnation:
+                self.shard_live[i] = False
+        if self.on_shard_failure is not None:
+            self.on_shard_failure(i, incarnation, failure)
+
+    def mark_live(self, i: int) -> None:
+        """Shard ``i`` is back (restarted, its incarnation moved on): sample from it again."""
+        with self._live_lock:
+            self.shard_live[i] = True
+
     def check(self) -> None:
         """Raises the error that stopped a learner thread, if one did."""
         if self.error is not None:
@@ -147,9 +162,7 @@ class ApexLearner:
                 try:
                     out = handle.call("sample", self.batch_size).result(timeout=self.sample_timeout)
                 except ActorFailure as failure:
-                    self.shard_live[i] = False
-                    if self.on_shard_failure is not None:
-                        self.on_shard_failure(i, incarnation, failure)
+                    self.shard_failed(i, incarnation, failure)
                     continue
                 except TimeoutError:
                     continue

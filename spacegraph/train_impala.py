@@ -185,12 +185,23 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
         trainer.worker.close()
     print(summary(trainer, source))
     if kind != "local":
-        failures = trainer.worker.executor.failures
-        if kind == "seed":
-            sizes = trainer.worker.batch_sizes
-            mean = sum(k * v for k, v in sizes.items()) / max(sum(sizes.values()), 1)
-            print(f"{'inference':<12}  {sum(sizes.values()):,} batched calls, {mean:.2f} actors per call on average")
-        print(f"{'actors':<12}  {trainer.worker.executor.num_actors}; rollouts learned per actor "
-              f"{dict(sorted(trainer.worker.received.items()))}; failures: "
-              + ("; ".join(f.message for f in failures) or "none"))
+        print("\n".join(distributed_summary(trainer.worker, kind)))
     return 0
+
+
+def distributed_summary(worker: Any, kind: str) -> list[str]:
+    """The lines after a distributed run's summary: batched inference (``seed``), actors, rollouts learned
+    per actor and failures, and steps whose outcome the transport lost (with the rollouts lost in them)."""
+    lines = []
+    if kind == "seed":
+        sizes = worker.batch_sizes
+        mean = sum(k * v for k, v in sizes.items()) / max(sum(sizes.values()), 1)
+        lines.append(f"{'inference':<12}  {sum(sizes.values()):,} batched calls, {mean:.2f} actors per call on average")
+    lines.append(f"{'actors':<12}  {worker.executor.num_actors}; rollouts learned per actor "
+                 f"{dict(sorted(worker.received.items()))}; failures: "
+                 + ("; ".join(f.message for f in worker.executor.failures) or "none"))
+    if worker.transport_faults:
+        lines.append(f"{'transport':<12}  {len(worker.transport_faults)} step(s) whose outcome the transport lost "
+                     f"({', '.join(f['step'] for f in worker.transport_faults)}); rollouts lost in them: "
+                     f"{worker.lost_rollouts}")
+    return lines

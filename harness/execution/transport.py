@@ -26,6 +26,12 @@ class QueueClosed(RuntimeError):
     """The queue was closed: nothing more can be put (an actor's cue to stop) or taken once it is empty."""
 
 
+class OutcomeUnknown(RuntimeError):
+    """A step that changes state (a put, a take, a publication) may or may not have run: the transport lost
+    its answer (for TF's gRPC: a retried request the server rejected as a duplicate). A take's records are
+    then lost if it ran; a put's record may have arrived; a publication may have bumped the version."""
+
+
 def check_record(spec: RecordSpec, record: dict[str, Any], where: str) -> dict[str, np.ndarray]:
     """``record`` as arrays of the spec's dtypes, checked against its keys and shapes.
 

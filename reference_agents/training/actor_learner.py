@@ -24,7 +24,7 @@ from typing import Any, Callable, TextIO
 
 import numpy as np
 
-from harness.execution.transport import QueueClosed, RecordSpec
+from harness.execution.transport import OutcomeUnknown, QueueClosed, RecordSpec
 from reference_agents.workers import Episode, VectorEnvWorker, WorkerStats
 
 EPISODE_SPEC: RecordSpec = {"actor": ("int64", ()), "return": ("float64", ()), "length": ("int64", ()),
@@ -145,6 +145,14 @@ class ActorLearnerWorker:
         self.episodes: list[Episode] = []
         self.received: collections.Counter = collections.Counter()   # rollouts learned per actor
         self._next_tag: dict[tuple[int, int], int] = {}
+        # A step whose outcome the transport lost (`OutcomeUnknown`) is reported and counted, not fatal: a take
+        # that may have run lost its rollouts (found later as a gap in an actor's tags, counted in
+        # `lost_rollouts`); `transport_faults` lists every such step.
+        self.lost_rollouts = 0
+        self.transport_faults: list[dict[str, Any]] = []
+        self._may_be_lost = 0
+        self._fault_lock = threading.Lock()
+        self._fault_messages: list[str] = []
         self.executor = self._make_executor(executor_factory)
         self._staged: queue.Queue = queue.Queue(max(1, int(staged)))
         self._stop = threading.Event()
@@ -174,6 +182,12 @@ class ActorLearnerWorker:
                     batch = from_records(rollouts.take(k, timeout=1.0))
                 except TimeoutError:
                     continue
+                except OutcomeUnknown as exc:
+                    with self._fault_lock:
+                        self._may_be_lost += k   # before any later batch is staged: _check_order sees it first
+                    self._transport_fault("take", f"a take of {k} rollouts may have run: its rollouts are lost if "
+                                                  f"it did (a gap in their actors' tags will show)", exc)
+                    continue
                 while not self._stop.is_set():
                     try:
                         self._staged.put(batch, timeout=0.5)
@@ -184,6 +198,12 @@ class ActorLearnerWorker:
             return
         except BaseException as exc:  # surfaced by run()
             self._error = exc
+
+    def _transport_fault(self, step: str, consequence: str, exc: OutcomeUnknown) -> None:
+        with self._fault_lock:
+            self.transport_faults.append({"step": step, "at_step": self.total_steps, "error": str(exc)})
+            self._fault_messages.append(f"{step} at env step {self.total_steps:,}: {exc}; {consequence}; "
+                                        f"the run goes on")
 
     def _next_batch(self) -> list[dict[str, Any]] | None:
         """The next batch of rollouts the staging thread took (None after a second without one)."""
@@ -199,6 +219,15 @@ class ActorLearnerWorker:
         for rollout in batch:
             key = (int(rollout["actor"]), int(rollout["incarnation"]))
             tag, want = int(rollout["tag"]), self._next_tag.get(key, 0)
+            if tag > want:
+                with self._fault_lock:   # a take whose outcome was unknown did run: its rollouts are gone
+                    if tag - want <= self._may_be_lost:
+                        self._may_be_lost -= tag - want
+                        self.lost_rollouts += tag - want
+                        self._fault_messages.append(f"rollouts {want}-{tag - 1} of actor {key[0]} (incarnation "
+                                                    f"{key[1]}) were in a take whose outcome was unknown: "
+                                                    f"{tag - want} lost")
+                        want = tag
             if tag != want:
                 raise RuntimeError(f"ActorLearnerWorker: rollout {tag} of actor {key[0]} (incarnation {key[1]}) "
                                    f"arrived where {want} was due: lost or reordered")
@@ -210,7 +239,11 @@ class ActorLearnerWorker:
         waiting = q.size()
         if not waiting:
             return []
-        got = q.take(waiting, timeout=5.0)
+        try:
+            got = q.take(waiting, timeout=5.0)
+        except OutcomeUnknown as exc:
+            self._transport_fault("episodes take", f"up to {waiting} finished episodes' returns are lost", exc)
+            return []
         new = [Episode(int(a), float(r), int(n), bool(te), bool(tr), self.total_steps, self.total_frames)
                for a, r, n, te, tr in zip(got["actor"], got["return"], got["length"], got["terminated"],
                                           got["truncated"])]
@@ -234,6 +267,7 @@ class ActorLearnerWorker:
                and (num_episodes is None or len(self.episodes) - first_ep < num_episodes)):
             for report in self.executor.poll():
                 self.stream.write(f"spacegraph: {report.message}\n")
+            self._write_fault_messages()
             if self._error is not None:
                 raise RuntimeError(f"ActorLearnerWorker: the staging thread failed: {self._error!r}") from self._error
             batch = self._next_batch()
@@ -246,7 +280,11 @@ class ActorLearnerWorker:
             stats.num_updates += 1
             stats.last_loss = metrics["loss"]
             if self.publish_every and self.total_updates % self.publish_every == 0:
-                self.executor.weights.publish(self.agent.get_weights())
+                try:
+                    self.executor.weights.publish(self.agent.get_weights())
+                except OutcomeUnknown as exc:   # the next publication writes the buffer its version calls for
+                    self._transport_fault("publish", "the actors may read the previous weights until the next "
+                                                     "publication", exc)
             self.total_steps += per_rollout * len(batch)
             self.total_frames = int(round(self.total_steps * self.frames_per_step))
             stats.episodes.extend(self._drain_episodes())
@@ -256,8 +294,17 @@ class ActorLearnerWorker:
                 if callback(stats) is False:
                     stats.stopped_by_callback = True
                     break
+        self._write_fault_messages()
         self._fill(stats, start, first_step)
         return stats
+
+    def _write_fault_messages(self) -> None:
+        with self._fault_lock:
+            messages, self._fault_messages = self._fault_messages, []
+        for message in messages:
+            self.stream.write(f"spacegraph: learner: {message}\n")
+        if messages:
+            self.stream.flush()
 
     def _fill(self, stats: WorkerStats, start: float, first_step: int) -> None:
         stats.steps = self.total_steps - first_step
@@ -284,7 +331,8 @@ class ActorLearnerWorker:
         return {"num_envs": self.num_envs, "total_steps": self.total_steps, "total_frames": self.total_frames,
                 "total_updates": self.total_updates, "last_loss": self.last_loss, "resets": self.resets,
                 "episodes": [dataclasses.asdict(e) for e in self.episodes],
-                "received": {str(k): v for k, v in self.received.items()}}
+                "received": {str(k): v for k, v in self.received.items()}, "lost_rollouts": self.lost_rollouts,
+                "transport_faults": list(self.transport_faults)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores `state_dict`'s counters and episodes (actors start afresh: tags begin at 0 again)."""
@@ -292,6 +340,8 @@ class ActorLearnerWorker:
         self.total_updates, self.last_loss = int(state["total_updates"]), state["last_loss"]
         self.episodes = [Episode(**e) for e in state["episodes"]]
         self.received = collections.Counter({int(k): v for k, v in state.get("received", {}).items()})
+        self.lost_rollouts = int(state.get("lost_rollouts", 0))
+        self.transport_faults = list(state.get("transport_faults", []))
 
     def close(self) -> None:
         """Stops the staging thread and the actors (no process left), closes the evaluation environments."""

@@ -77,7 +77,8 @@ def side_ours(seconds: float, actors: int, every: float, log: PointLog, executor
                 log.add(time.perf_counter() - start, worker.total_frames, worker.mean_return(100),
                         len(worker.episodes))
         return {"updates": worker.total_updates, "frames": worker.total_frames, "episodes": len(worker.episodes),
-                "rollouts_per_actor": {str(k): v for k, v in sorted(worker.received.items())}}
+                "rollouts_per_actor": {str(k): v for k, v in sorted(worker.received.items())},
+                "transport_faults": worker.transport_faults, "lost_rollouts": worker.lost_rollouts}
     finally:
         worker.close()
 
@@ -172,7 +173,10 @@ def markdown(result: dict[str, Any]) -> str:
         if not data.get("points"):
             lines.append(f"| {name} | ({data.get('error', 'not run')}) |")
             continue
-        lines.append(f"| {name} | " + " | ".join(_fmt_return(at(data["points"], m * 60)) for m in minutes) + " |")
+        # a side whose points end more than a point's interval before a time had stopped by then (it failed)
+        end = data["points"][-1]["seconds"] + result.get("every_s", 0.0)
+        lines.append(f"| {name} | " + " | ".join("stopped" if m * 60 > end else _fmt_return(at(data["points"], m * 60))
+                                               for m in minutes) + " |")
     lines += ["", "| side | env frames | frames/s | episodes | best return (100 ep.) | machine CPU | measured | "
                   "error |",
               "|---|---|---|---|---|---|---|---|"]

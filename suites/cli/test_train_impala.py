@@ -80,3 +80,17 @@ def test_distributed_impala_from_the_command_line_and_resume(tmp_path, capsys, e
         return
     assert main(["train", "--resume", run, "--steps", "3200", *common]) == 0
     assert rows(run)[-1]["env_steps"] >= 3200
+
+
+def test_the_distributed_summary_names_transport_faults_and_the_rollouts_they_lost():
+    from types import SimpleNamespace
+
+    from spacegraph.train_impala import distributed_summary
+
+    executor = SimpleNamespace(num_actors=2, failures=[SimpleNamespace(message="actor 1 died; restarted")])
+    worker = SimpleNamespace(executor=executor, received={1: 5, 0: 7}, transport_faults=[], lost_rollouts=0)
+    clean = distributed_summary(worker, "tf-dist")
+    assert clean == ["actors        2; rollouts learned per actor {0: 7, 1: 5}; failures: actor 1 died; restarted"]
+    worker.transport_faults, worker.lost_rollouts = [{"step": "take"}, {"step": "publish"}], 4
+    assert distributed_summary(worker, "tf-dist")[1:] == [
+        "transport     2 step(s) whose outcome the transport lost (take, publish); rollouts lost in them: 4"]

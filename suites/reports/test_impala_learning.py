@@ -29,6 +29,15 @@ def test_the_table_reads_each_curve_at_its_minutes_and_stops_at_the_run_length()
     assert "| rllib | - | - | - | - | - | 2026-11-25, abc1234 | Ray did not start |" in text
 
 
+def test_a_side_that_stopped_early_is_not_read_past_its_last_point():
+    """A side that failed after 2 minutes of a 5-minute run: the table says it stopped, not its last return
+    again (a crashed Pong run's table repeated its 14-minute point up to 120 minutes)."""
+    ours = {"error": "RuntimeError: the staging thread failed",
+            "points": [_point(59, 2e5, -20.5), _point(119, 4e5, -20.0)]}
+    text = markdown(_result(ours=ours))
+    assert "| ours: return (frames) | -20.5 (0.20M) | -20.0 (0.40M) | stopped |" in text
+
+
 def test_at_is_the_last_point_at_or_before_a_time():
     points = [_point(10, 1, -21.0), _point(20, 2, -20.0)]
     assert at(points, 5) is None

@@ -71,6 +71,9 @@ class Backend(abc.ABC):
     def __init__(self, seed: int = 0) -> None:
         self.seed = int(seed)
         self.ops: Any = None
+        #: The NumPy op namespace for graph functions of scalars only (`harness.backends.host_ops.HostOps`),
+        #: on backends that run those on the host (`harness.graph.steps.host_step`); None on the others.
+        self.host_ops: Any = None
         self.initial_values: dict[str, np.ndarray] = {}
 
     def initial_value(self, path: str, shape: tuple[int, ...], dtype: np.dtype, initializer: Any) -> np.ndarray:
@@ -102,6 +105,14 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def to_numpy(self, tensor: Any) -> np.ndarray:
         """A NumPy array from a backend tensor."""
+
+    def host_value(self, tensor: Any) -> Any:
+        """A scalar tensor's value as a Python number (backends with ``host_ops`` only)."""
+        raise NotImplementedError(f"backend {self.name!r} runs no graph functions on the host")
+
+    def from_host(self, value: Any, dtype: np.dtype) -> Any:
+        """A scalar tensor of ``dtype`` holding a host value (backends with ``host_ops`` only)."""
+        raise NotImplementedError(f"backend {self.name!r} runs no graph functions on the host")
 
     @abc.abstractmethod
     def is_tensor(self, value: Any) -> bool:

@@ -244,7 +244,7 @@ class GraphExecutor:
             apis: dict[str, BuiltApi] = {}
             self._gradients: dict[str, bool] = {}
             for name, trace in assembly.traces.items():
-                chain, source = build_chain(trace, builder.step_fns)
+                chain, source = build_chain(trace, builder.step_fns, builder.host_step_ids)
                 arg_spaces = {a: r.space for a, r in trace.args.items()}
                 out_space = optree.tree_map(lambda r: r.space, trace.outputs) if trace.outputs is not None else None
                 self._gradients[name] = any(step.spec.gradients for step in trace.steps)

@@ -15,7 +15,7 @@ from harness.graph.component import Component
 from harness.graph.errors import BuildError, SpaceMismatchError, SpacegraphError
 from harness.graph.partial import PartialBuild, attach, spaces_so_far
 from harness.graph.records import GraphFnCall, Record
-from harness.graph.steps import make_step
+from harness.graph.steps import host_step, make_step
 from harness.spaces import BoolBox, Dict, FloatBox, IntBox, Space, Tuple, parse
 
 # Sizes of the batch and time ranks in the two sample runs; the dimensions that change
@@ -39,6 +39,7 @@ class BuildProfile:
     components: int = 0
     graph_fn_calls: int = 0
     variables: int = 0
+    host_steps: int = 0   # graph-function steps run on the host (scalars only; `harness.graph.steps.host_step`)
 
     @property
     def build_overhead(self) -> float:
@@ -55,7 +56,8 @@ class BuildProfile:
         return {"assembly_s": self.assembly, "build_total_s": self.build_total,
                 "variable_creation_s": self.variable_creation, "op_creation_s": self.op_creation,
                 "build_overhead_s": self.build_overhead, "framework_overhead_s": self.framework_overhead,
-                "components": self.components, "graph_fn_calls": self.graph_fn_calls, "variables": self.variables}
+                "components": self.components, "graph_fn_calls": self.graph_fn_calls, "variables": self.variables,
+                "host_steps": self.host_steps}
 
 
 @dataclass(eq=False)
@@ -113,12 +115,15 @@ class Builder:
         self.backend = backend
         self.profile = BuildProfile()
         self.rng = np.random.default_rng(backend.seed)
+        self._probe_rng = np.random.default_rng([backend.seed, 1])   # host_step's probes: self.rng's draws stay as they were
         self.producer: dict[int, GraphFnCall] = {}
         for trace in assembly.traces.values():
             for step in trace.steps:
                 for r in step.outputs:
                     self.producer[r.id] = step
         self.step_fns: dict[int, Any] = {}
+        self.host_steps: list[str] = []   # where each step run on the host is (`GraphFnCall.where`)
+        self.host_step_ids: set[int] = set()
         self.calls: dict[int, list] = {}
         for trace in assembly.traces.values():
             for call in trace.calls:
@@ -275,6 +280,17 @@ class Builder:
         arg_spaces = [_space_of(a) for a in step.args]
         fn = make_step(step, self.backend, arg_spaces)
         self.step_fns[id(step)] = fn
+        self._infer_outputs(step, fn, arg_spaces)
+        if step.outputs and all(rec.space is not None for rec in step.outputs):
+            on_host = host_step(step, self.backend, arg_spaces, [rec.space for rec in step.outputs], fn,
+                                self._probe_rng)
+            if on_host is not None:
+                self.step_fns[id(step)] = on_host
+                self.host_step_ids.add(id(step))
+                self.host_steps.append(step.where)
+                self.profile.host_steps += 1
+
+    def _infer_outputs(self, step: GraphFnCall, fn: Any, arg_spaces: list[Space | None]) -> None:
         spec = step.spec
         if spec.output_spaces is not None:
             try:

@@ -15,12 +15,15 @@ def _ident(name: str) -> str:
     return f"arg_{name}" if keyword.iskeyword(name) or not name or name[0].isdigit() else name
 
 
-def build_chain(trace: ApiTrace, step_fns: dict[int, Callable]) -> tuple[Callable, str]:
+def build_chain(trace: ApiTrace, step_fns: dict[int, Callable], on_host: set[int] | frozenset = frozenset()
+                ) -> tuple[Callable, str]:
     """Generates ``def api(args): r1 = s0(...); ...; return ...`` for one root API method.
 
     Args:
         trace: the assembled root API method.
         step_fns: the backend callable for each step, keyed by ``id(step)``.
+        on_host: the ids of the steps that run on the host (`harness.graph.steps.host_step`), marked
+            ``(host)`` in the source's comments.
 
     Returns:
         The function (its positional arguments are the root API arguments that
@@ -59,7 +62,7 @@ def build_chain(trace: ApiTrace, step_fns: dict[int, Callable]) -> tuple[Callabl
         for rec in step.outputs:
             names[rec.id] = f"r{len(names)}"
             outs.append(names[rec.id])
-        comment = f"  # {step.component.global_scope}.{step.spec.name}"
+        comment = f"  # {step.component.global_scope}.{step.spec.name}{' (host)' if id(step) in on_host else ''}"
         if not outs:
             lines.append(f"    {call}{comment}")
         elif len(outs) == 1:

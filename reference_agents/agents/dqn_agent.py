@@ -209,8 +209,10 @@ class DQNAgent(StagingMixin, CheckpointMixin):
         Returns:
             ``int64`` actions ``[N]`` (a scalar for one state), and the preprocessed states if asked.
         """
-        pre_space = self.executor.apis["act_preprocessed"].arg_spaces["preprocessed_states"]
-        space = self.state_space if preprocess else pre_space.with_batch_rank(False)
+        if preprocess:
+            space = self.state_space
+        else:
+            space = self.executor.apis["act_preprocessed"].arg_spaces["preprocessed_states"].with_batch_rank(False)
         batch, single = self._batch(states, space, "get_actions")
         if preprocess:
             if explore:

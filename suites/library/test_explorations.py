@@ -60,10 +60,12 @@ SCHEDULE_POINTS = [
 @BACKENDS
 @pytest.mark.parametrize("schedule, step, expected", SCHEDULE_POINTS)
 def test_epsilon_at_known_points(backend: str, schedule: dict, step: int, expected: float) -> None:
-    """Hand-computed values: the linear midpoint, one and two half-lives, the ends, negative steps."""
+    """Hand-computed values: the linear midpoint, one and two half-lives, the ends, negative steps.
+    On PyTorch the schedule (scalars only) runs on the host (`harness.graph.steps.host_step`)."""
     assert float(schedule_value(schedule, step)) == pytest.approx(expected, rel=1e-12)
     ex = GraphExecutor(EpsilonGreedy(3, schedule), {"time_step": "int64[]"}, backend=backend,
                        api_methods=["epsilon"])
+    assert ex.profile.host_steps == (1 if backend == "torch" else 0)
     assert float(ex.execute("epsilon", time_step=np.int64(step))) == pytest.approx(expected, rel=1e-6)
 
 

@@ -10,6 +10,7 @@ import optree
 import torch
 
 from harness.backends.base import Backend, map_structure
+from harness.backends.host_ops import HostOps
 from harness.backends.torch.ops import TorchOps
 from harness.spaces import Space
 
@@ -28,13 +29,19 @@ def torch_device(device: str) -> torch.device:
 class TorchBackend(Backend):
     """PyTorch: trainable float variables are `torch.nn.Parameter`s; API calls run the
     flat call chain under `torch.no_grad()`, or with autograd where a step declares
-    ``@graph_fn(gradients=True)`` (see `Backend.compile_api`)."""
+    ``@graph_fn(gradients=True)`` (see `Backend.compile_api`).
+
+    Graph functions of scalars only (an exploration schedule's epsilon at a time step) run on the
+    host in NumPy (``host_ops``, see `harness.graph.steps.host_step`): each of their ops on a 0-d
+    tensor would cost an eager dispatch per call, about ten times the NumPy scalar op.
+    """
 
     name = "torch"
 
     def __init__(self, seed: int = 0) -> None:
         super().__init__(seed)
         self.ops = TorchOps(self.seed)
+        self.host_ops = HostOps()
 
     def make_variable(self, path: str, value: np.ndarray, trainable: bool, device: str | None) -> Any:
         tensor = torch.from_numpy(np.array(value, copy=True))
@@ -68,6 +75,12 @@ class TorchBackend(Backend):
         if tensor.device.type == "cpu" and not tensor.requires_grad:
             return tensor.numpy().copy()
         return tensor.detach().cpu().numpy().copy()
+
+    def host_value(self, tensor: Any) -> Any:
+        return tensor.item() if isinstance(tensor, torch.Tensor) else tensor
+
+    def from_host(self, value: Any, dtype: np.dtype) -> Any:
+        return torch.from_numpy(np.asarray(value, dtype))
 
     def is_tensor(self, value: Any) -> bool:
         return isinstance(value, torch.Tensor)

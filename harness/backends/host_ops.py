@@ -17,11 +17,11 @@ dtype (its value may be the more precise one by an ulp).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from harness.backends.ops import ACTIVATIONS
+from harness.backends.ops import ActivationLookup
 
 _SCALAR_TYPES: dict[Any, type] = {}
 
@@ -53,7 +53,7 @@ def _sigmoid(x: Any) -> Any:
     return z / (1 + z)
 
 
-class HostOps:
+class HostOps(ActivationLookup):
     """The scalar ops of ``F`` (see `harness.backends.ops.Ops`) on NumPy scalars.
 
     Ops that are not here (random draws, variable updates, shapes, reductions, layers) raise
@@ -107,9 +107,3 @@ class HostOps:
     elu = staticmethod(lambda x: x if x > 0 else np.expm1(x))
     softplus = staticmethod(lambda x: np.logaddexp(0, x))
 
-    def activation(self, name: str | None) -> Callable[[Any], Any]:
-        if name in (None, "linear"):
-            return lambda x: x
-        if name not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {name!r}; expected one of {ACTIVATIONS}")
-        return getattr(self, name)

@@ -298,3 +298,15 @@ OP_NAMES: tuple[str, ...] = _op_names()
 
 #: The activation names `Ops.activation` knows.
 ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "elu", "softplus")
+
+
+class ActivationLookup:
+    """``activation(name)`` for an op namespace: the identity for ``None`` or ``"linear"``, else the
+    namespace's own op of that name (one of `ACTIVATIONS`)."""
+
+    def activation(self, name: str | None) -> Callable[[Any], Any]:
+        if name in (None, "linear"):
+            return lambda x: x
+        if name not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {name!r}; expected one of {ACTIVATIONS}")
+        return getattr(self, name)

@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from harness.backends.ops import ACTIVATIONS
+from harness.backends.ops import ActivationLookup
 
 
 _TF_PADDING = {"valid": "VALID", "same": "SAME"}
@@ -23,7 +23,7 @@ def _last_of_repeats(indices: Any, updates: Any) -> tuple[Any, Any]:
     return ordered, tf.gather(updates, tf.gather(last, segment))
 
 
-class TFOps:
+class TFOps(ActivationLookup):
     """The op namespace ``F`` implemented with TensorFlow (see `harness.backends.ops.Ops`)."""
 
     name = "tf"
@@ -162,12 +162,6 @@ class TFOps:
     softmax = staticmethod(lambda x, axis=-1: tf.nn.softmax(x, axis=axis))
     log_softmax = staticmethod(lambda x, axis=-1: tf.nn.log_softmax(x, axis=axis))
 
-    def activation(self, name: str | None) -> Callable[[Any], Any]:
-        if name in (None, "linear"):
-            return lambda x: x
-        if name not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {name!r}; expected one of {ACTIVATIONS}")
-        return getattr(self, name)
 
     # randomness (seeded per executor)
     def random_uniform(self, shape: Any, low: float = 0.0, high: float = 1.0, dtype: str = "float32") -> Any:

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.optim.adam import adam as torch_adam
 
-from harness.backends.ops import ACTIVATIONS, same_padding
+from harness.backends.ops import ActivationLookup, same_padding
 
 
 _TORCH_DTYPES: dict[Any, Any] = {}
@@ -104,7 +104,7 @@ def _last_of_repeats(indices: Any, updates: Any) -> tuple[Any, Any]:
     return ordered, updates[last[segment]]
 
 
-class TorchOps:
+class TorchOps(ActivationLookup):
     """The op namespace ``F`` implemented with PyTorch (see `harness.backends.ops.Ops`)."""
 
     name = "torch"
@@ -288,12 +288,6 @@ class TorchOps:
     softmax = staticmethod(lambda x, axis=-1: torch.softmax(x, dim=axis))
     log_softmax = staticmethod(lambda x, axis=-1: torch.log_softmax(x, dim=axis))
 
-    def activation(self, name: str | None) -> Callable[[Any], Any]:
-        if name in (None, "linear"):
-            return lambda x: x
-        if name not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {name!r}; expected one of {ACTIVATIONS}")
-        return getattr(self, name)
 
     # randomness (seeded per executor): drawn by the CPU generator, then moved to the device the step runs on
     # (a step placed on a GPU creates its tensors there), so a seed gives the same draws on every device

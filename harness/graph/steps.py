@@ -124,10 +124,8 @@ def host_step(step: GraphFnCall, backend: Any, arg_spaces: list[Space | None], o
         return None
     if not all(s is None or is_scalar_space(s) for s in arg_spaces) or not all(map(is_scalar_space, out_spaces)):
         return None
-    from harness.backends.host_ops import scalar_type
-
     body = functools.partial(spec.body(backend.name), comp, host)
-    in_types = [None if s is None else scalar_type(s.dtype) for s in arg_spaces]
+    in_types = [None if s is None else np.dtype(s.dtype).type for s in arg_spaces]
     out_dtypes = [np.dtype(s.dtype) for s in out_spaces]
     host_value, from_host = backend.host_value, backend.from_host
     single = len(step.outputs) == 1

@@ -122,8 +122,7 @@ class Builder:
                 for r in step.outputs:
                     self.producer[r.id] = step
         self.step_fns: dict[int, Any] = {}
-        self.host_steps: list[str] = []   # where each step run on the host is (`GraphFnCall.where`)
-        self.host_step_ids: set[int] = set()
+        self.host_step_ids: set[int] = set()   # the steps run on the host (`harness.graph.steps.host_step`)
         self.calls: dict[int, list] = {}
         for trace in assembly.traces.values():
             for call in trace.calls:
@@ -287,7 +286,6 @@ class Builder:
             if on_host is not None:
                 self.step_fns[id(step)] = on_host
                 self.host_step_ids.add(id(step))
-                self.host_steps.append(step.where)
                 self.profile.host_steps += 1
 
     def _infer_outputs(self, step: GraphFnCall, fn: Any, arg_spaces: list[Space | None]) -> None:

@@ -130,14 +130,17 @@ def host_step(step: GraphFnCall, backend: Any, arg_spaces: list[Space | None], o
     host_value, from_host = backend.host_value, backend.from_host
     single = len(step.outputs) == 1
 
+    def run_body(args: Any) -> Any:
+        return body(*[a if t is None else t(host_value(a)) for a, t in zip(args, in_types)])
+
     def on_host(*args: Any) -> Any:
-        out = body(*[a if t is None else t(host_value(a)) for a, t in zip(args, in_types)])
+        out = run_body(args)
         if single:
             return from_host(out, out_dtypes[0])
         return tuple(from_host(o, d) for o, d in zip(out, out_dtypes))
 
     def host_results(args: list[Any]) -> list[Any]:
-        out = body(*[a if t is None else t(host_value(a)) for a, t in zip(args, in_types)])
+        out = run_body(args)
         outs = [out] if single else list(out)
         if len(outs) != len(out_dtypes) or not all(isinstance(o, (np.generic, int, float, bool)) for o in outs):
             raise TypeError("not NumPy scalars")

@@ -162,7 +162,6 @@ class TFOps(ActivationLookup):
     softmax = staticmethod(lambda x, axis=-1: tf.nn.softmax(x, axis=axis))
     log_softmax = staticmethod(lambda x, axis=-1: tf.nn.log_softmax(x, axis=axis))
 
-
     # randomness (seeded per executor)
     def random_uniform(self, shape: Any, low: float = 0.0, high: float = 1.0, dtype: str = "float32") -> Any:
         return self._gen.uniform(shape, low, high, dtype=dtype)

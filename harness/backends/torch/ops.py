@@ -288,7 +288,6 @@ class TorchOps(ActivationLookup):
     softmax = staticmethod(lambda x, axis=-1: torch.softmax(x, dim=axis))
     log_softmax = staticmethod(lambda x, axis=-1: torch.log_softmax(x, dim=axis))
 
-
     # randomness (seeded per executor): drawn by the CPU generator, then moved to the device the step runs on
     # (a step placed on a GPU creates its tensors there), so a seed gives the same draws on every device
     def _drawn(self, sample: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -205,6 +206,26 @@ class GraphFnSpec:
     def body(self, backend: str) -> Callable:
         """The function to run on ``backend``: its own body if given, else the shared one."""
         return self.bodies.get(backend, self.fn)
+
+    @property
+    def records(self) -> bool:
+        """Whether a root API method reaching this function must run with gradient recording: it declares
+        ``gradients``, or one of its bodies (or a function or lambda written inside one) calls
+        ``F.value_and_grad``, which differentiates a loss it computes itself. A body calling ``value_and_grad``
+        only through a helper defined elsewhere cannot be seen here: it must declare ``gradients=True``."""
+        return self.gradients or any(_names_op(f, "value_and_grad") for f in (self.fn, *self.bodies.values()))
+
+
+def _names_op(fn: Callable, op: str) -> bool:
+    """Whether the code of ``fn``, or of a function or lambda defined inside it, names the attribute ``op``."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    stack = [code] if code is not None else []
+    while stack:
+        c = stack.pop()
+        if op in c.co_names:
+            return True
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return False
 
 
 class GraphFn:

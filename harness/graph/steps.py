@@ -118,7 +118,7 @@ def host_step(step: GraphFnCall, backend: Any, arg_spaces: list[Space | None], o
     """
     host = getattr(backend, "host_ops", None)
     spec, comp = step.spec, step.component
-    if host is None or spec.gradients or backend.name in spec.bodies or comp.effective_device() is not None:
+    if host is None or spec.records or backend.name in spec.bodies or comp.effective_device() is not None:
         return None
     if not out_spaces or not any(s is not None for s in arg_spaces):
         return None

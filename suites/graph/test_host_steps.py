@@ -186,6 +186,30 @@ def test_host_ops_match_the_backends_on_scalars(op, args, want):
     np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
 
 
+_XS = [np.float32(v) for v in (-2.0, -0.0, 0.0, 0.05, 0.3, 0.7, 1.0, 7.5, np.inf, -np.inf, np.nan)] + \
+    [np.float64(0.049999999), np.float16(2.0), np.float64(np.nan), np.int64(3), np.int32(-4), np.bool_(True)]
+_BOUNDS = [0, 1, -1, 0.05, 0.7, 1.0, -0.0, 0.0, 1e-50, -1e-50, 2.5, 1e300, float("inf"), float("nan"),
+           np.float32(0.5), np.float64(0.05), np.int64(2)]
+
+
+@pytest.mark.parametrize("x", _XS, ids=repr)
+def test_host_maximum_minimum_and_clip_give_what_the_numpy_ufuncs_give(x):
+    """The Python comparisons of NumPy float scalars with Python numbers against the ufuncs they stand for:
+    the same value (NaN where NaN) and the same type, for every bound, in range or inverted."""
+    def same(got, want, what):
+        assert type(got) is type(want), f"{what}: {type(got).__name__} against the ufuncs' {type(want).__name__}"
+        assert (np.isnan(got) and np.isnan(want)) if np.isnan(want) else (got == want and
+                                                                          np.signbit(got) == np.signbit(want)), \
+            f"{what}: {got!r} against the ufuncs' {want!r}"
+
+    with np.errstate(all="ignore"):
+        for y in _BOUNDS:
+            same(HostOps.maximum(x, y), np.maximum(x, y), f"maximum({x!r}, {y!r})")
+            same(HostOps.minimum(x, y), np.minimum(x, y), f"minimum({x!r}, {y!r})")
+            for high in _BOUNDS:
+                same(HostOps.clip(x, y, high), np.minimum(np.maximum(x, y), high), f"clip({x!r}, {y!r}, {high!r})")
+
+
 def test_host_ops_refuse_arrays_and_lack_what_the_host_cannot_do():
     with pytest.raises(TypeError, match="HostOps.cast takes scalars; got shape"):
         HostOps.cast(np.zeros(3), "float32")

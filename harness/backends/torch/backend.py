@@ -28,8 +28,8 @@ def torch_device(device: str) -> torch.device:
 
 class TorchBackend(Backend):
     """PyTorch: trainable float variables are `torch.nn.Parameter`s; API calls run the
-    flat call chain under `torch.no_grad()`, or with autograd where a step declares
-    ``@graph_fn(gradients=True)`` (see `Backend.compile_api`).
+    flat call chain in inference mode (`torch.inference_mode`: no recording, no version counters), or
+    with autograd where a step declares ``@graph_fn(gradients=True)`` (see `Backend.compile_api`).
 
     Graph functions of scalars only (an exploration schedule's epsilon at a time step) run on the
     host in NumPy (``host_ops``, see `harness.graph.steps.host_step`): each of their ops on a 0-d
@@ -118,18 +118,31 @@ class TorchBackend(Backend):
                              f"(cuda devices: {torch.cuda.device_count()})")
 
     def compile_api(self, name: str, fn: Callable, arg_spaces: dict[str, Space], gradients: bool = False) -> Callable:
-        # The grad mode is switched directly rather than through torch.no_grad()/enable_grad() used as a
-        # decorator, which makes a context object per call (a few microseconds, measurable at batch 1).
-        mode = bool(gradients)
-        is_enabled, set_enabled = torch.is_grad_enabled, torch._C._set_grad_enabled
+        # A method that records gradients runs with grad mode on, switched directly rather than through
+        # torch.enable_grad() used as a decorator, which makes a context object per call (a few microseconds,
+        # measurable at batch 1). Every other method runs in inference mode: like no_grad it records nothing,
+        # and it also skips the version counters and view tracking of the tensors it makes (about a tenth of a
+        # CartPole act). The tensors such a call makes are inference tensors, which a later recording call
+        # must not save for backward: none reaches one. Outputs leave as NumPy copies, variables are changed in
+        # place (inference mode allows that on ordinary tensors, and bumps their version counters), and the one
+        # tensor kept between calls, a convolution kernel's OIHW copy (`ops._oihw`), is read only outside
+        # recording.
+        if not gradients:
+            inference = torch._C._InferenceMode
 
-        def call(*args: Any) -> Any:
-            previous = is_enabled()
-            set_enabled(mode)
-            try:
-                return fn(*args)
-            finally:
-                set_enabled(previous)
+            def call(*args: Any) -> Any:
+                with inference(True):
+                    return fn(*args)
+        else:
+            is_enabled, set_enabled = torch.is_grad_enabled, torch._C._set_grad_enabled
+
+            def call(*args: Any) -> Any:
+                previous = is_enabled()
+                set_enabled(True)
+                try:
+                    return fn(*args)
+                finally:
+                    set_enabled(previous)
 
         call.__name__ = call.__qualname__ = name
         call.__wrapped__ = fn  # type: ignore[attr-defined]

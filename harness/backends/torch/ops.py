@@ -380,6 +380,12 @@ class TorchOps(ActivationLookup):
 
     @staticmethod
     def value_and_grad(fn: Callable[[], Any], variables: Sequence[Any]) -> tuple[Any, list[Any]]:
+        if torch.is_inference_mode_enabled():
+            # an API method without recording steps runs in inference mode, where nothing can be recorded; the
+            # build saw no value_and_grad in the calling graph function's own code (it came through a helper)
+            raise RuntimeError("F.value_and_grad was called in an API method that runs without gradient "
+                               "recording: declare @graph_fn(gradients=True) on the graph function that calls "
+                               "it (the build only sees value_and_grad written in the function itself)")
         with torch.enable_grad():
             value = fn()
             grads = torch.autograd.grad(value, list(variables), allow_unused=True)

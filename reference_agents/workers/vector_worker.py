@@ -16,6 +16,10 @@ from reference_agents.workers.results import (Episode, SampleBatch, WorkerStats,
                                                stack_records)
 
 
+#: What `VectorEnvWorker._step` returns for no episodes, records or metrics (nothing appends to it).
+_NONE: list = []
+
+
 class VectorEnvWorker:
     """Runs an agent on N environments in lockstep: act (batched), step, observe, update.
 
@@ -104,6 +108,10 @@ class VectorEnvWorker:
         self.num_envs = self.envs.num_envs
         self._env_ids = list(range(self.num_envs))
         self.frames_per_step = self.envs.frames_per_step
+        # frames per step is a whole number for every environment known (1, or 4 for ALE v5): frames are then an
+        # int multiply per step, not a float multiply and a round
+        fps = float(self.frames_per_step)
+        self._whole_fps = int(fps) if fps.is_integer() else None
         self._check_spaces()
         self._accumulators = ([NStepAccumulator(self.n_step, self.gamma) for _ in range(self.num_envs)]
                               if self.folds else [])
@@ -175,6 +183,7 @@ class VectorEnvWorker:
         except ValueError:
             self._action_space = None
         self._action_bounds = None
+        self._action_shape = None if self._action_space is None else (self.num_envs,) + tuple(self._action_space.shape)
         self._action_integer = self._action_space is not None and np.dtype(self._action_space.dtype).kind in "iu"
         if self._action_integer:
             low, high = np.asarray(self._action_space.low), np.asarray(self._action_space.high)
@@ -207,7 +216,7 @@ class VectorEnvWorker:
         if space is None:
             return arr
         n = self.num_envs if num_envs is None else num_envs
-        want = (n,) + tuple(space.shape)
+        want = self._action_shape if num_envs is None else (n,) + tuple(space.shape)
         if arr.shape != want:
             raise ValueError(f"VectorEnvWorker: agent.get_actions returned actions of shape {arr.shape} at worker step "
                              f"{step}; expected {want} (one action of shape {tuple(space.shape)} for each of "
@@ -254,8 +263,9 @@ class VectorEnvWorker:
         any_done = act_on is not next_obs  # VectorEnv.step returns one object for both when no episode ended
         if any_done:
             self._check_observations(act_on, f"reset after worker step {step}")
-        records: list[dict[str, Any]] = []
+        records: list[dict[str, Any]] = _NONE
         if self.folds and (self.observe or keep_records):
+            records = []
             for i, acc in enumerate(self._accumulators):
                 records.extend(acc.push(index_value(obs, i), actions[i], rewards[i], index_value(next_obs, i),
                                         bool(terminated[i]), bool(truncated[i])))
@@ -269,14 +279,15 @@ class VectorEnvWorker:
         elif self.observe:
             self.agent.observe(obs, actions, rewards, terminated, next_obs, env_id=self._env_ids,
                                truncated=truncated)
-        metrics: list[dict] = list(self.agent.update_on_schedule() or []) if self.update else []
+        metrics: list[dict] = list(self.agent.update_on_schedule() or _NONE) if self.update else _NONE
         self.total_steps += self.num_envs
-        self.total_frames = int(round(self.total_steps * self.frames_per_step))
+        self.total_frames = (self.total_steps * self._whole_fps if self._whole_fps is not None
+                             else int(round(self.total_steps * self.frames_per_step)))
         self._running_return += rewards
         self._lockstep += 1
         if not any_done:
             self._obs = act_on
-            return [], records, metrics
+            return _NONE, records, metrics
         finished = []
         for i in np.flatnonzero(terminated | truncated):
             length = int(self._lockstep - self._episode_start[i])
@@ -371,21 +382,22 @@ class VectorEnvWorker:
         priorities: list[np.ndarray] = []
         start_steps, start = self.total_steps, time.perf_counter()
         next_callback = callback_every
+        stop_steps = math.inf if num_steps is None else num_steps
         while True:
             finished, recs, metrics = self._step(keep_records)
             if keep_records and recs:
                 records.extend(recs)
                 if self.compute_priorities and self.observe:   # else `sample` scores the whole call
                     priorities.append(self.last_priorities)
-            stats.episodes.extend(finished)
-            stats.num_updates += len(metrics)
+            if finished:
+                stats.episodes.extend(finished)
             if metrics:
+                stats.num_updates += len(metrics)
                 self.total_updates += len(metrics)
                 loss = metrics[-1].get("loss") if isinstance(metrics[-1], dict) else None
                 self.last_loss = stats.last_loss = None if loss is None else float(loss)
             stats.steps = self.total_steps - start_steps
-            done = ((num_steps is not None and stats.steps >= num_steps)
-                    or (num_episodes is not None and len(stats.episodes) >= num_episodes))
+            done = stats.steps >= stop_steps or (num_episodes is not None and len(stats.episodes) >= num_episodes)
             if callback is not None and (stats.steps >= next_callback or done):
                 next_callback = (stats.steps // callback_every + 1) * callback_every
                 self._fill(stats, start)

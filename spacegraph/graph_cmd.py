@@ -142,7 +142,7 @@ def _export_tf(executor: Any, trace: Any, api: Any, out_dir: str) -> None:
 
     fn = _scoped_chain(api, trace, wrap)
     backend = executor.backend
-    if any(step.spec.records for step in trace.steps):
+    if trace.records:
         fn = backend.ops.recording(fn)
     signature = [backend.input_spec(s) for s in api.arg_spaces.values()]
     concrete = tf.function(fn, input_signature=signature, autograph=False).get_concrete_function()
@@ -198,7 +198,7 @@ def _export_torch(executor: Any, trace: Any, api: Any, out_dir: str) -> None:
         return torch.as_tensor(np.asarray(leaf.sample(size, rng)))
 
     inputs = [space.unflatten({p: sample(leaf) for p, leaf in space.leaves()}) for space in api.arg_spaces.values()]
-    gradients = any(step.spec.records for step in trace.steps)
+    gradients = trace.records
     writer = SummaryWriter(out_dir)
     caught = io.StringIO()  # add_graph prints its tracing errors before raising them
     try:

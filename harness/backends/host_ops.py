@@ -89,11 +89,11 @@ class HostOps(ActivationLookup):
     def where(cond: Any, a: Any, b: Any) -> Any:
         return np.where(_scalar(cond, "where"), a, b)[()]
 
-    # maximum, minimum and clip of a NumPy float scalar and Python numbers (a schedule clipped into its range)
-    # compare in Python where the order is strict: two ufunc calls cost ~1.5 us, about a fifth of the epsilon
-    # step. The numbers are first made scalars of x's type, as the ufuncs make them (a Python number is weak,
-    # NEP 50), so the result is theirs. Equal values (whose signed zeros the ufuncs order their own way), NaNs
-    # and other types go to the ufuncs.
+    # maximum and minimum (and so clip) of a NumPy float scalar and a Python number (a schedule clipped into
+    # its range) compare in Python where the order is strict: two ufunc calls cost ~1.5 us, about a fifth of
+    # the epsilon step. The number is first made a scalar of x's type, as the ufuncs make it (a Python number
+    # is weak, NEP 50), so the result is theirs. Equal values (whose signed zeros the ufuncs order their own
+    # way), NaNs and other types go to the ufuncs.
     @staticmethod
     def maximum(x: Any, y: Any) -> Any:
         if type(x) in _FLOATS and type(y) in _PYTHON_NUMBERS:
@@ -114,19 +114,10 @@ class HostOps(ActivationLookup):
                 return y_
         return np.minimum(x, y)
 
-    @staticmethod
-    def clip(x: Any, low: Any, high: Any) -> Any:
+    @classmethod
+    def clip(cls, x: Any, low: Any, high: Any) -> Any:
         # what torch.clamp and tf.clip_by_value compute: min(max(x, low), high), so high wins where low > high
-        if type(x) in _FLOATS and type(low) in _PYTHON_NUMBERS and type(high) in _PYTHON_NUMBERS:
-            low_, high_ = type(x)(low), type(x)(high)
-            if low_ < high_:
-                if x < low_:
-                    return low_
-                if x > high_:
-                    return high_
-                if low_ < x < high_:
-                    return x
-        return np.minimum(np.maximum(x, low), high)
+        return cls.minimum(cls.maximum(x, low), high)
 
     abs = staticmethod(np.abs)
     exp = staticmethod(np.exp)

@@ -247,7 +247,7 @@ class GraphExecutor:
                 chain, source = build_chain(trace, builder.step_fns, builder.host_step_ids)
                 arg_spaces = {a: r.space for a, r in trace.args.items()}
                 out_space = optree.tree_map(lambda r: r.space, trace.outputs) if trace.outputs is not None else None
-                self._gradients[name] = any(step.spec.records for step in trace.steps)
+                self._gradients[name] = trace.records
                 apis[name] = BuiltApi(name, arg_spaces, trace.constants, out_space, chain, None, source)
                 if self.compile_mode == "build":
                     apis[name].fn = self._compile(root, apis[name], profile)

@@ -31,6 +31,11 @@ class ApiTrace:
     calls: list[ApiCall] = field(default_factory=list)
     outputs: Any = None                # nested structure of records (or None)
 
+    @property
+    def records(self) -> bool:
+        """Whether the method runs with gradient recording: one of its steps needs it (`GraphFnSpec.records`)."""
+        return any(step.spec.records for step in self.steps)
+
 
 @dataclass(eq=False)
 class Assembly:

@@ -17,7 +17,7 @@ from harness.execution.strategies import DeviceStrategy
 from harness.execution import serialization
 from harness.graph.assembly import Assembly, assemble
 from harness.graph.build import Builder, BuildProfile, BuiltApi, BuiltGraph
-from harness.graph.chain import build_chain
+from harness.graph.chain import build_chain, host_steps_of
 from harness.graph.component import Component
 from harness.graph.errors import (BuildError, ExecutionError, InputValidationError, SpacegraphError,
                                   UnknownApiError)
@@ -243,8 +243,10 @@ class GraphExecutor:
             builder.restore_initial_values()
             apis: dict[str, BuiltApi] = {}
             self._gradients: dict[str, bool] = {}
+            on_host: set[int] = set()
             for name, trace in assembly.traces.items():
-                chain, source = build_chain(trace, builder.step_fns, builder.host_step_ids)
+                chain, source = build_chain(trace, builder.step_fns, builder.host_fns)
+                on_host |= host_steps_of(trace, builder.host_fns)
                 arg_spaces = {a: r.space for a, r in trace.args.items()}
                 out_space = optree.tree_map(lambda r: r.space, trace.outputs) if trace.outputs is not None else None
                 self._gradients[name] = trace.records
@@ -253,6 +255,7 @@ class GraphExecutor:
                     apis[name].fn = self._compile(root, apis[name], profile)
                 else:
                     apis[name].fn = self._first_call(apis[name])
+            profile.host_steps = len(on_host)
         except Exception as exc:  # the build as far as it got rides on the error (harness/graph/partial.py)
             attach(exc, builder.partial())
             raise

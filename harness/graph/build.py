@@ -39,7 +39,7 @@ class BuildProfile:
     components: int = 0
     graph_fn_calls: int = 0
     variables: int = 0
-    host_steps: int = 0   # graph-function steps run on the host (scalars only; `harness.graph.steps.host_step`)
+    host_steps: int = 0   # graph-function steps some API method runs on the host (`harness.graph.steps.host_step`)
 
     @property
     def build_overhead(self) -> float:
@@ -122,7 +122,9 @@ class Builder:
                 for r in step.outputs:
                     self.producer[r.id] = step
         self.step_fns: dict[int, Any] = {}
-        self.host_step_ids: set[int] = set()   # the steps run on the host (`harness.graph.steps.host_step`)
+        # the steps that may run on the host (`harness.graph.steps.host_step`), each one's host callable; the
+        # chains of API methods that record gradients keep the backend's (`harness.graph.chain.build_chain`)
+        self.host_fns: dict[int, Any] = {}
         self.calls: dict[int, list] = {}
         for trace in assembly.traces.values():
             for call in trace.calls:
@@ -284,9 +286,7 @@ class Builder:
             on_host = host_step(step, self.backend, arg_spaces, [rec.space for rec in step.outputs], fn,
                                 self._probe_rng)
             if on_host is not None:
-                self.step_fns[id(step)] = on_host
-                self.host_step_ids.add(id(step))
-                self.profile.host_steps += 1
+                self.host_fns[id(step)] = on_host
 
     def _infer_outputs(self, step: GraphFnCall, fn: Any, arg_spaces: list[Space | None]) -> None:
         spec = step.spec

@@ -15,15 +15,18 @@ def _ident(name: str) -> str:
     return f"arg_{name}" if keyword.iskeyword(name) or not name or name[0].isdigit() else name
 
 
-def build_chain(trace: ApiTrace, step_fns: dict[int, Callable], on_host: set[int] | frozenset = frozenset()
+def build_chain(trace: ApiTrace, step_fns: dict[int, Callable], host_fns: dict[int, Callable] | None = None
                 ) -> tuple[Callable, str]:
     """Generates ``def api(args): r1 = s0(...); ...; return ...`` for one root API method.
 
     Args:
         trace: the assembled root API method.
         step_fns: the backend callable for each step, keyed by ``id(step)``.
-        on_host: the ids of the steps that run on the host (`harness.graph.steps.host_step`), marked
-            ``(host)`` in the source's comments.
+        host_fns: the host callable of each step that may run on the host (`harness.graph.steps.host_step`),
+            keyed by ``id(step)``. A method that records gradients (``trace.records``) runs every step on the
+            backend: a host step's outputs are new tensors, cut off from the autograd graph of its inputs, so a
+            scalar step between a loss and the gradient step would silently zero the gradients. The others use
+            the host callable, marked ``(host)`` in the source's comments (`host_steps_of`).
 
     Returns:
         The function (its positional arguments are the root API arguments that
@@ -53,10 +56,11 @@ def build_chain(trace: ApiTrace, step_fns: dict[int, Callable], on_host: set[int
         env[const] = value
         return const
 
+    on_host = host_steps_of(trace, host_fns)
     lines = [f"def {_ident(trace.name)}({', '.join(params)}):"]
     for i, step in enumerate(trace.steps):
         fn_name = f"_s{i}"
-        env[fn_name] = step_fns[id(step)]
+        env[fn_name] = host_fns[id(step)] if id(step) in on_host else step_fns[id(step)]  # type: ignore[index]
         call = f"{fn_name}({', '.join(expr(a) for a in step.args)})"
         outs = []
         for rec in step.outputs:
@@ -74,3 +78,10 @@ def build_chain(trace: ApiTrace, step_fns: dict[int, Callable], on_host: set[int
     namespace = dict(env)
     exec(compile(source, f"<spacegraph api {trace.name}>", "exec"), namespace)  # noqa: S102 - our own generated code
     return namespace[_ident(trace.name)], source
+
+
+def host_steps_of(trace: ApiTrace, host_fns: dict[int, Callable] | None) -> set[int]:
+    """The ids of the steps of ``trace`` that its chain runs on the host: none where it records gradients."""
+    if not host_fns or trace.records:
+        return set()
+    return {id(step) for step in trace.steps if id(step) in host_fns}

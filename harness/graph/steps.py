@@ -114,7 +114,8 @@ def host_step(step: GraphFnCall, backend: Any, arg_spaces: list[Space | None], o
 
     The callable takes what ``backend_fn`` takes (backend tensors, constants as they are) and returns
     backend tensors of the output spaces' dtypes (`Backend.from_host`), so the steps around it see no
-    difference.
+    difference, except that its outputs carry no autograd history: only the chains of API methods that
+    record no gradients use it (`harness.graph.chain.build_chain`).
     """
     host = getattr(backend, "host_ops", None)
     spec, comp = step.spec, step.component

@@ -139,6 +139,48 @@ def test_batched_placed_recording_and_torch_only_steps_stay_on_torch():
     assert host_steps(build(TorchBody(None), {"x": RATE}, "torch")) == 0
 
 
+
+class ScaledLoss(Component):
+    """``update``: a batch loss, a scalar step scaling it, then the gradient; ``scale``: the scalar step alone."""
+
+    def __init__(self):
+        super().__init__(scope="scaled_loss")
+
+    def create_variables(self, input_spaces):
+        self.w = self.get_variable("w", (3,), "float32", "ones")
+
+    @api
+    def update(self, x):
+        return self._graph_fn_gradient_sum(self._graph_fn_scale(self._graph_fn_loss(x)))
+
+    @api
+    def scale(self, loss):
+        return self._graph_fn_scale(loss)
+
+    @graph_fn
+    def _graph_fn_loss(self, F, x):
+        return F.reduce_mean(F.square(x * self.w))
+
+    @graph_fn
+    def _graph_fn_scale(self, F, loss):
+        return loss * 2.0
+
+    @graph_fn(gradients=True)
+    def _graph_fn_gradient_sum(self, F, loss):
+        return F.reduce_sum(F.gradients(loss, [self.w])[0])
+
+
+def test_a_method_recording_gradients_keeps_its_scalar_steps_on_the_backend(backend):
+    # A host step's output is a new tensor without the autograd history of its input: run on the host between
+    # the loss and the gradient step, the scalar scaling silently made the PyTorch gradient 0.
+    ex = build(ScaledLoss(), {"x": parse("float32[B,3]"), "loss": RATE}, backend)
+    x = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    # d/dw of 2 * mean((x * w)^2) at w = 1, summed over w: 2 * 2 * sum(x^2) / x.size
+    np.testing.assert_allclose(ex.execute("update", x), 4.0 * np.sum(x.astype(np.float64) ** 2) / x.size, rtol=1e-5)
+    assert "(host)" not in ex.apis["update"].source
+    assert ("(host)" in ex.apis["scale"].source) == (backend == "torch")   # the same step, not recording
+    assert host_steps(ex) == (1 if backend == "torch" else 0)
+
 @pytest.mark.filterwarnings("ignore:invalid value encountered in cast")   # NaN to int32, as torch casts it
 def test_a_step_with_constant_arguments_and_several_outputs_runs_on_the_host():
     class Pair(Component):

@@ -38,6 +38,8 @@ BACKENDS = ("tf", "torch")
 #: Replay capacity the agents are built with here: the memory is filled and wraps, and its
 #: size does not change the cost of an insert, while a full-size Atari memory would take GBs.
 SAMPLING_CAPACITY = 10_000
+#: The exploration probability of the hand-written act (`HandActingAgent`, `DirectLoopContender`).
+HAND_EPSILON = 0.1
 #: RLlib's Nature CNN: [filters, kernel, stride, padding].
 RLLIB_CONV_FILTERS = [[32, 8, 4, "valid"], [64, 4, 2, "valid"], [64, 3, 1, "valid"]]
 
@@ -184,7 +186,7 @@ class HandActingAgent:
         seed: the NumPy generator's seed.
     """
 
-    def __init__(self, agent: Any, num_actions: int, epsilon: float = 0.1, seed: int = 0) -> None:
+    def __init__(self, agent: Any, num_actions: int, epsilon: float = HAND_EPSILON, seed: int = 0) -> None:
         self.q_values = q_network_by_hand(agent)
         self.state_space, self.config = agent.state_space, agent.config
         self.n_step, self.gamma = agent.n_step, agent.gamma  # what a folding worker asks the agent for
@@ -211,7 +213,7 @@ class DirectLoopContender:
     """
 
     def __init__(self, agent: Any, factory: Callable[[], Any], num_envs: int, seed: int = 0,
-                 epsilon: float = 0.1) -> None:
+                 epsilon: float = HAND_EPSILON) -> None:
         from reference_agents.workers import VectorEnv
 
         self.envs = VectorEnv(factory, num_envs)

@@ -1,7 +1,8 @@
 """Sampling overhead (issue 18): our worker against the loop it replaces, written by hand, in one run.
 
-Three contenders step the same `VectorEnv` of N environments with the same DQN agent's Q-network,
-timed in interleaved rounds on process CPU time (`sampling_measure.time_contenders`):
+Three contenders step the same `VectorEnv` of N environments with the same DQN agent's Q-network and
+the same exploration rate (`comparable_config`), timed in interleaved rounds on process CPU time
+(`sampling_measure.time_contenders`):
 
 - ``direct``: `sampling_contenders.DirectLoopContender`: the Q-network as hand-written code on the
   agent's backend, epsilon-greedy in NumPy, ``VectorEnv.step``; nothing observed;
@@ -24,6 +25,46 @@ from typing import Any
 CONFIGS = ("cartpole", "pong")
 
 
+def comparable_config(config: str) -> dict[str, Any]:
+    """The agent config of ``config`` ("cartpole" or "pong") exploring as the hand-written loop does.
+
+    Its epsilon schedule is replaced by the loop's constant epsilon (`sampling_contenders.HAND_EPSILON`).
+    With the config's own schedule (linear from 1.0 on CartPole) the framework's side explored at another
+    rate than the loop, and at a drifting one: the observing worker advances the agent's time step, so its
+    epsilon fell from 1.0 to 0.02 within the first rounds. Episodes end sooner or later with the exploration
+    rate (on CartPole ~23 steps at epsilon 1.0, ~10.5 at 0.1 with the untrained network), and every episode
+    end costs an environment reset and the worker's episode bookkeeping: both sides must end episodes alike.
+    The agent still computes its (constant) schedule on every call.
+
+    Raises:
+        ValueError: for another config.
+    """
+    from spacegraph.reports import sampling_contenders as sc
+
+    if config not in CONFIGS:
+        raise ValueError(f"sampling_overhead: config must be one of {CONFIGS}; got {config!r}")
+    cfg = sc.load_config(sc.PONG_CONFIG if config == "pong" else sc.CARTPOLE_CONFIG)
+    cfg["exploration"] = {"type": "constant", "value": sc.HAND_EPSILON}
+    return cfg
+
+
+def make_contenders(backend: str, config: str, num_envs: int) -> dict[str, Any]:
+    """The four contenders of `measure` (see the module docstring) over one agent built from
+    `comparable_config` (seed 0), each with its own `VectorEnv` of ``num_envs`` environments."""
+    from reference_agents.agents import DQNAgent
+    from spacegraph.reports import sampling_contenders as sc
+
+    cfg = comparable_config(config)
+    factory = sc.env_factory(cfg)
+    agent = DQNAgent(cfg, backend=backend, seed=0)
+    direct = sc.DirectLoopContender(agent, factory, num_envs)
+    return {"direct": direct,
+            "worker_act": sc.WorkerContender(agent, factory, num_envs, observe=False, timed=False),
+            "worker": sc.WorkerContender(agent, factory, num_envs, observe=True, timed=False),
+            # the loop's own hand-written act (one copy of the network, one generator) inside the worker
+            "worker_hand": sc.WorkerContender(direct.actor, factory, num_envs, observe=False, timed=False)}
+
+
 def measure(backend: str, config: str, num_envs: int, seconds: float = 1.5, rounds: int = 4) -> dict[str, Any]:
     """``{"worker_act_over_direct", "worker_over_direct", "direct_frames_per_cpu_s", ...}`` for one point.
 
@@ -35,22 +76,10 @@ def measure(backend: str, config: str, num_envs: int, seconds: float = 1.5, roun
         rounds: interleaved rounds.
     """
     from harness.measure.machine import configure_threads
-    from reference_agents.agents import DQNAgent
-    from spacegraph.reports import sampling_contenders as sc
     from spacegraph.reports.sampling_measure import time_contenders
 
-    if config not in CONFIGS:
-        raise ValueError(f"sampling_overhead: config must be one of {CONFIGS}; got {config!r}")
     configure_threads(1)
-    cfg = sc.load_config(sc.PONG_CONFIG if config == "pong" else sc.CARTPOLE_CONFIG)
-    factory = sc.env_factory(cfg)
-    agent = DQNAgent(cfg, backend=backend, seed=0)
-    direct = sc.DirectLoopContender(agent, factory, num_envs)
-    contenders = {"direct": direct,
-                  "worker_act": sc.WorkerContender(agent, factory, num_envs, observe=False, timed=False),
-                  "worker": sc.WorkerContender(agent, factory, num_envs, observe=True, timed=False),
-                  # the loop's own hand-written act (one copy of the network, one generator) inside the worker
-                  "worker_hand": sc.WorkerContender(direct.actor, factory, num_envs, observe=False, timed=False)}
+    contenders = make_contenders(backend, config, num_envs)
     try:
         timed = time_contenders(contenders, seconds=seconds, rounds=rounds, chunk_seconds=max(seconds / 20, 0.02),
                                 warmup_seconds=max(seconds / 8, 0.05))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from spacegraph.reports import sampling_contenders as sc
-from spacegraph.reports.sampling_overhead import measure
+from spacegraph.reports.sampling_overhead import comparable_config, make_contenders, measure
 
 
 def _agent(backend, config=sc.CARTPOLE_CONFIG, **network):
@@ -81,3 +81,31 @@ def test_the_hand_acting_agent_is_the_agents_greedy_policy_with_numpy_exploratio
     np.testing.assert_array_equal(always.get_actions(states, explore=False), greedy)
     drawn = always.get_actions(states)
     assert set(drawn.tolist()) == {0, 1} and abs(drawn.mean() - 0.5) < 0.1  # uniform: 0.5 +- 4 sd at n=400
+
+
+@pytest.mark.parametrize("config", ["cartpole", "pong"])
+def test_the_framework_side_explores_at_the_loops_constant_epsilon(config):
+    cfg = comparable_config(config)
+    assert cfg["exploration"] == {"type": "constant", "value": sc.HAND_EPSILON}
+    assert cfg["env"] == sc.load_config(sc.PONG_CONFIG if config == "pong" else sc.CARTPOLE_CONFIG)["env"]
+    with pytest.raises(ValueError, match="config must be one of"):
+        comparable_config("breakout")
+
+
+def test_both_sides_end_episodes_alike():
+    # Every episode end costs a reset and the worker's bookkeeping, so the framework's side must explore at the
+    # loop's rate: with the config's own schedule (epsilon 1.0 at time step 0) its episodes lasted twice as long.
+    contenders = make_contenders("torch", "cartpole", 4)
+    try:
+        agent = contenders["worker_act"].worker.agent
+        for t in (0, 5_000, 10**7):
+            assert agent.executor.execute("epsilon", np.int64(t)) == np.float32(sc.HAND_EPSILON)
+        counts = {}
+        for name in ("worker_act", "worker_hand"):   # the framework's act and the loop's, in the same worker
+            contenders[name].chunk(4000)
+            counts[name] = len(contenders[name].worker.episodes)
+        # ~380 episodes of ~10.5 steps each; the two counts differ by a few (their lengths' sd is ~2 steps)
+        assert abs(counts["worker_act"] - counts["worker_hand"]) <= 0.1 * counts["worker_hand"], counts
+    finally:
+        for contender in contenders.values():
+            contender.close()

@@ -139,7 +139,6 @@ def test_batched_placed_recording_and_torch_only_steps_stay_on_torch():
     assert host_steps(build(TorchBody(None), {"x": RATE}, "torch")) == 0
 
 
-
 class ScaledLoss(Component):
     """``update``: a batch loss, a scalar step scaling it, then the gradient; ``scale``: the scalar step alone."""
 
@@ -180,6 +179,7 @@ def test_a_method_recording_gradients_keeps_its_scalar_steps_on_the_backend(back
     assert "(host)" not in ex.apis["update"].source
     assert ("(host)" in ex.apis["scale"].source) == (backend == "torch")   # the same step, not recording
     assert host_steps(ex) == (1 if backend == "torch" else 0)
+
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered in cast")   # NaN to int32, as torch casts it
 def test_a_step_with_constant_arguments_and_several_outputs_runs_on_the_host():

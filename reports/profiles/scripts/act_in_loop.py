@@ -7,31 +7,27 @@ environments (a fixed action, so every contender steps alike); the environment s
 and taken off. Contenders: the agent's ``get_actions`` (what `VectorEnvWorker` calls), the executor's
 ``execute("act", ...)``, the compiled chain of ``act`` called on tensors (no argument conversion, no
 output copy; PyTorch only) and the hand-written act of the direct loop (`sampling_contenders.HandActingAgent`).
-Interleaved rounds of process CPU time; the least round of each is printed, in us per lockstep step,
+Interleaved rounds of process CPU time (`harness.measure.timing.interleaved_rates`); the best round of
+each is printed, in us per lockstep step,
 beside the same acts timed in a tight loop on one observation. The agent is
 `sampling_overhead.comparable_config`'s (the loop's constant epsilon).
 """
 
 import sys
-import time
 
 import numpy as np
 
 from harness.measure.machine import configure_threads
+from harness.measure.timing import interleaved_rates
 from spacegraph.reports.sampling_overhead import make_contenders
 
-ROUNDS, CALLS = 9, 3000
+ROUNDS, SECONDS = 9, 1.8   # per contender: 9 interleaved rounds of 0.2 s
 
 
 def least_us(fns: dict) -> dict:
-    res = {k: [] for k in fns}
-    for _ in range(ROUNDS):
-        for k, f in fns.items():
-            t = time.process_time()
-            for _ in range(CALLS):
-                f()
-            res[k].append((time.process_time() - t) / CALLS * 1e6)
-    return {k: min(v) for k, v in res.items()}
+    """Each callable's µs per call in its fastest round (CPU time)."""
+    rates = interleaved_rates(fns, SECONDS, ROUNDS)
+    return {k: 1e6 / max(r["cpu"]) for k, r in rates.items()}
 
 
 def main() -> None:

@@ -59,6 +59,11 @@ def initial_value(path: str, shape: tuple[int, ...], dtype: np.dtype, initialize
     return np.array(value, dtype=dtype)
 
 
+class TraceError(RuntimeError):
+    """An API method cannot run as a traced graph (`Backend.trace_api`): its graph depends on values, or it
+    writes what it holds."""
+
+
 class Backend(abc.ABC):
     """One backend (TensorFlow or PyTorch) for one executor: variables, tensors, compiled API calls.
 
@@ -142,6 +147,21 @@ class Backend(abc.ABC):
         ``F.gradients(loss, variables)`` in a later step sees how the loss came
         about; without, no recording (the cheap path for acting).
         """
+
+    def trace_api(self, name: str, chain: Callable, arg_spaces: dict[str, Space], variables: list[Any],
+                  where: str = "") -> Callable:
+        """``chain`` run as a recorded graph per input shapes, for `GraphExecutor`'s ``trace`` (before `compile_api`).
+
+        By default ``chain`` itself: a backend whose `compile_api` already records a graph (TF's
+        ``tf.function``) has nothing to add. PyTorch records a TorchScript graph per input shapes
+        (`harness.backends.torch.tracing.TracedApi`).
+        """
+        return chain
+
+    def check_traceable(self, name: str, chain: Callable, arg_spaces: dict[str, Space], variables: list[Any],
+                        where: str = "") -> None:
+        """Raises when ``chain`` cannot run as `trace_api`'s graph (the executor calls it at build, while the
+        build's sample runs are still to be undone: it may run the chain). Nothing to check by default."""
 
     def execution_callable(self, compiled: Callable) -> Callable:
         """What `GraphExecutor.execute` calls for a compiled API method (`compile_api`'s result): the same

@@ -167,11 +167,16 @@ class DQNAgent(StagingMixin, CheckpointMixin):
         if self.graph.preprocessor is not None:
             methods.append("preprocess")
         spaces["preprocessed_states"] = self._preprocessed_space()
+        unknown = [m for m in self.config.execution.trace if m not in methods]
+        if unknown:
+            raise ConfigError(self.config_source, [("execution.trace", f"no API method(s) {unknown}; the agent's "
+                                                    f"methods are {methods}")])
         try:
             # each API method is compiled (tf.function traced) when first used: a training run never
             # pays for the methods it does not call (greedy acting, td_errors, q_values, ...)
             return GraphExecutor(self.graph, spaces, backend=self.backend, seed=self.seed, api_methods=methods,
-                                 compile="first_call", strategy=self._strategy())
+                                 compile="first_call", strategy=self._strategy(),
+                                 trace=self.config.execution.trace)
         except SpacegraphError as exc:
             raise ConfigError(self.config_source, [("", f"the DQN graph does not build: {exc}")]) from None
 
@@ -182,7 +187,7 @@ class DQNAgent(StagingMixin, CheckpointMixin):
             raise ConfigError(self.config_source, [("execution.strategy", "sync-replicas shards the batches of "
                                                     "update_from_batch; this replay samples inside the graph "
                                                     "(update_from_memory): use memory.type frames with form host")])
-        return make_strategy(execution.model_dump(), ["update_from_batch"], where="execution")
+        return make_strategy(execution.model_dump(exclude={"trace"}), ["update_from_batch"], where="execution")
 
     # ---- acting ---------------------------------------------------------------------------------
     def _batch(self, states: Any, space: Space, what: str) -> tuple[np.ndarray, bool]:

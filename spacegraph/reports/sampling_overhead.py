@@ -12,7 +12,10 @@ the same exploration rate (`comparable_config`), timed in interleaved rounds on 
   shown beside it;
 - ``worker_hand``: the same worker (not observing) acting through `sampling_contenders.HandActingAgent`,
   the direct loop's hand-written act: what the worker's own stepping and bookkeeping cost, without the
-  framework's act (the part of the gap the framework cannot close).
+  framework's act (the part of the gap the framework cannot close);
+- ``worker_traced`` (PyTorch only): ``worker_act`` with the agent's ``act`` traced (`traced_config`: the
+  config's ``execution.trace: [act]``, a TorchScript graph per input shapes instead of step-by-step eager
+  dispatch). On TF every API method is a ``tf.function`` graph already, so there is nothing to add.
 
 Ratios are each worker's frames per CPU-second over the direct loop's (medians over rounds).
 """
@@ -48,9 +51,17 @@ def comparable_config(config: str) -> dict[str, Any]:
     return cfg
 
 
+def traced_config(config: str) -> dict[str, Any]:
+    """`comparable_config` with the agent's ``act`` traced (``execution.trace: [act]``)."""
+    cfg = comparable_config(config)
+    cfg["execution"] = {**cfg["execution"], "trace": ["act"]}
+    return cfg
+
+
 def make_contenders(backend: str, config: str, num_envs: int) -> dict[str, Any]:
-    """The four contenders of `measure` (see the module docstring) over one agent built from
-    `comparable_config` (seed 0), each with its own `VectorEnv` of ``num_envs`` environments."""
+    """The contenders of `measure` (see the module docstring) over one agent built from `comparable_config`
+    (seed 0; on PyTorch a second one from `traced_config`), each with its own `VectorEnv` of ``num_envs``
+    environments."""
     from reference_agents.agents import DQNAgent
     from spacegraph.reports import sampling_contenders as sc
 
@@ -58,15 +69,20 @@ def make_contenders(backend: str, config: str, num_envs: int) -> dict[str, Any]:
     factory = sc.env_factory(cfg)
     agent = DQNAgent(cfg, backend=backend, seed=0)
     direct = sc.DirectLoopContender(agent, factory, num_envs)
-    return {"direct": direct,
-            "worker_act": sc.WorkerContender(agent, factory, num_envs, observe=False, timed=False),
-            "worker": sc.WorkerContender(agent, factory, num_envs, observe=True, timed=False),
-            # the loop's own hand-written act (one copy of the network, one generator) inside the worker
-            "worker_hand": sc.WorkerContender(direct.actor, factory, num_envs, observe=False, timed=False)}
+    contenders = {"direct": direct,
+                  "worker_act": sc.WorkerContender(agent, factory, num_envs, observe=False, timed=False),
+                  "worker": sc.WorkerContender(agent, factory, num_envs, observe=True, timed=False),
+                  # the loop's own hand-written act (one copy of the network, one generator) inside the worker
+                  "worker_hand": sc.WorkerContender(direct.actor, factory, num_envs, observe=False, timed=False)}
+    if backend == "torch":
+        traced = DQNAgent(traced_config(config), backend=backend, seed=0)
+        contenders["worker_traced"] = sc.WorkerContender(traced, factory, num_envs, observe=False, timed=False)
+    return contenders
 
 
 def measure(backend: str, config: str, num_envs: int, seconds: float = 1.5, rounds: int = 4) -> dict[str, Any]:
-    """``{"worker_act_over_direct", "worker_over_direct", "direct_frames_per_cpu_s", ...}`` for one point.
+    """``{"worker_act_over_direct", "worker_over_direct", "direct_frames_per_cpu_s", ...}`` for one point
+    (``worker_traced_over_direct`` None on TF).
 
     Args:
         backend: "tf" or "torch".
@@ -91,4 +107,5 @@ def measure(backend: str, config: str, num_envs: int, seconds: float = 1.5, roun
             "direct_frames_per_cpu_s": rate["direct"], "worker_act_frames_per_cpu_s": rate["worker_act"],
             "worker_frames_per_cpu_s": rate["worker"], "worker_act_over_direct": rate["worker_act"] / rate["direct"],
             "worker_over_direct": rate["worker"] / rate["direct"],
-            "worker_hand_over_direct": rate["worker_hand"] / rate["direct"]}
+            "worker_hand_over_direct": rate["worker_hand"] / rate["direct"],
+            "worker_traced_over_direct": rate["worker_traced"] / rate["direct"] if "worker_traced" in rate else None}

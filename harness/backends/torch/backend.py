@@ -149,6 +149,19 @@ class TorchBackend(Backend):
         call.__wrapped__ = fn  # type: ignore[attr-defined]
         return call
 
+    def trace_api(self, name: str, chain: Callable, arg_spaces: dict[str, Space], variables: list[Any],
+                  where: str = "") -> Callable:
+        from harness.backends.torch.tracing import TracedApi
+
+        return TracedApi(name, chain, variables, where)
+
+    def check_traceable(self, name: str, chain: Callable, arg_spaces: dict[str, Space], variables: list[Any],
+                        where: str = "") -> None:
+        from harness.backends.torch.tracing import check_traceable
+
+        with torch.inference_mode():  # as the method runs (compile_api)
+            check_traceable(name, chain, arg_spaces, variables, where)
+
     def to_device(self, value: Any, device: str | None = None) -> Any:
         target = torch_device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
         pin = target.type == "cuda"

@@ -58,6 +58,9 @@ def _drop_oihw(key: int) -> None:
         _OIHW_CACHE.pop((key, channels_last), None)
 
 
+_tracing = torch._C._get_tracing_state  # ~0.1 us; None outside torch.jit.trace
+
+
 def _oihw(kernel: Any, channels_last: bool = False) -> Any:
     """An HWIO convolution kernel as the OIHW weight ``conv2d`` takes, in the images' memory format.
 
@@ -66,9 +69,11 @@ def _oihw(kernel: Any, channels_last: bool = False) -> Any:
     to NCHW are. That copy was ~8% of a batch-1 Nature-CNN pass. Outside gradient recording a kernel variable
     (a Parameter) keeps its copy in the layout its images want, made again only when the variable changed
     since (an optimizer step or an assignment bumps its version counter; a new storage changes its data
-    pointer). Under recording the view is used, so gradients reach the variable.
+    pointer). Under recording the view is used, so gradients reach the variable; and while tracing
+    (`harness.backends.torch.tracing`), so the traced graph reads the variable itself: a graph holding the
+    copy would keep reading it after the variable changed.
     """
-    if not isinstance(kernel, torch.nn.Parameter) or torch.is_grad_enabled():
+    if not isinstance(kernel, torch.nn.Parameter) or torch.is_grad_enabled() or _tracing():
         return kernel.permute(3, 2, 0, 1)
     key, version, pointer = (id(kernel), channels_last), kernel._version, kernel.data_ptr()
     hit = _OIHW_CACHE.get(key)

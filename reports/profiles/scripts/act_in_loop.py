@@ -6,7 +6,8 @@ Each contender acts once on the current observations and then steps the same `Ve
 environments (a fixed action, so every contender steps alike); the environment step alone is timed too
 and taken off. Contenders: the agent's ``get_actions`` (what `VectorEnvWorker` calls), the executor's
 ``execute("act", ...)``, the compiled chain of ``act`` called on tensors (no argument conversion, no
-output copy; PyTorch only) and the hand-written act of the direct loop (`sampling_contenders.HandActingAgent`).
+output copy; PyTorch only), ``get_actions`` of the same agent with ``act`` traced (``traced``; PyTorch only)
+and the hand-written act of the direct loop (`sampling_contenders.HandActingAgent`).
 Interleaved rounds of process CPU time (`harness.measure.timing.interleaved_rates`); the best round of
 each is printed, in us per lockstep step,
 beside the same acts timed in a tight loop on one observation. The agent is
@@ -43,6 +44,9 @@ def main() -> None:
     acts = {"get_actions": lambda o: agent.get_actions(o),
             "execute": lambda o: executor.execute("act", o, step),
             "hand": lambda o: hand.get_actions(o)}
+    if "worker_traced" in contenders:  # the same agent config with act traced (execution.trace: [act])
+        traced = contenders["worker_traced"].worker.agent
+        acts["traced"] = lambda o: traced.get_actions(o)
     if backend == "torch":
         import torch
 

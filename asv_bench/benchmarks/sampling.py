@@ -115,13 +115,24 @@ class PongSamplingVsRLlib(_Sampling):
 _OVERHEAD: dict = {}
 
 
+def _overhead(backend, config, num_envs):
+    """`sampling_overhead.measure` of one point, measured once per process for every track method that asks."""
+    from spacegraph.reports.sampling_overhead import measure
+
+    key = (backend, config, num_envs, quick())
+    if key not in _OVERHEAD:
+        _OVERHEAD[key] = measure(backend, config, num_envs, seconds=0.3 if quick() else 4.0,
+                                 rounds=2 if quick() else 4)
+    return _OVERHEAD[key]
+
+
 class SamplingOverhead:
     """Our worker over the hand-written loop it replaces (`spacegraph.reports.sampling_overhead`), per N.
 
     ``track_act_over_direct``: the worker acting, not observing, over the direct loop (the same work; issue 18's
     target 0.85); ``track_observing_over_direct``: the worker also observing (n-step and replay insert);
     ``track_hand_act_over_direct``: the worker acting through the loop's hand-written act (its own cost, the
-    ceiling for the framework's act).
+    ceiling for the framework's act). `TracedSamplingOverhead` has the worker with ``act`` traced (PyTorch).
     """
 
     params = (grid(["tf", "torch"], ["torch"]), grid(["cartpole", "pong"], ["cartpole"]), grid([1, 4, 16], [1]))
@@ -129,13 +140,7 @@ class SamplingOverhead:
     timeout = 600
 
     def setup(self, backend, config, num_envs):
-        from spacegraph.reports.sampling_overhead import measure
-
-        key = (backend, config, num_envs, quick())
-        if key not in _OVERHEAD:  # one measurement serves both track methods run in this process
-            _OVERHEAD[key] = measure(backend, config, num_envs, seconds=0.3 if quick() else 4.0,
-                                     rounds=2 if quick() else 4)
-        self.result = _OVERHEAD[key]
+        self.result = _overhead(backend, config, num_envs)
 
     def track_act_over_direct(self, backend, config, num_envs):
         return self.result["worker_act_over_direct"]
@@ -151,3 +156,21 @@ class SamplingOverhead:
         return self.result["worker_hand_over_direct"]
 
     track_hand_act_over_direct.unit = "ratio"
+
+
+class TracedSamplingOverhead:
+    """``track_act_over_direct``: `SamplingOverhead`'s worker acting through an agent whose ``act`` runs as a
+    TorchScript graph (``execution.trace: [act]``) over the direct loop. PyTorch only: on TF every API method is a
+    ``tf.function`` graph already."""
+
+    params = (["torch"], grid(["cartpole", "pong"], ["cartpole"]), grid([1, 4, 16], [1]))
+    param_names = ["backend", "config", "num_envs"]
+    timeout = 600
+
+    def setup(self, backend, config, num_envs):
+        self.result = _overhead(backend, config, num_envs)
+
+    def track_act_over_direct(self, backend, config, num_envs):
+        return self.result["worker_traced_over_direct"]
+
+    track_act_over_direct.unit = "ratio"

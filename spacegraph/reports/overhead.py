@@ -10,7 +10,8 @@
 - sampling: frames/CPU-s of our worker acting (not observing) over the same vector environment stepped
   by a hand-written loop calling the same Q-network (`sampling_overhead`), CartPole and Pong at 1, 4
   and 16 environments; the worker observing too is shown beside it, and the worker acting through the
-  hand-written act of the loop (its own cost without the framework's act);
+  hand-written act of the loop (its own cost without the framework's act); on PyTorch, also the worker
+  acting through an agent whose ``act`` is traced (``execution.trace: [act]``, own rows);
 - start-up: seconds to the first progress line of ``spacegraph train dqn_cartpole``
   (`startup_time`), the median of ``--repeats`` fresh processes.
 
@@ -49,7 +50,7 @@ def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, secon
     startup: dict[str, list[float]] = {b: [] for b in backends}
     points = SAMPLING_POINTS if sampling_points is None else sampling_points
     sampling: dict[str, dict[str, dict[str, list[float]]]] = {
-        f"{config}-{n}": {b: {"act": [], "observing": [], "hand_act": []} for b in backends}
+        f"{config}-{n}": {b: {"act": [], "observing": [], "hand_act": [], "traced_act": []} for b in backends}
         for config, ns in points.items() for n in ns}
     imports: dict[str, list[float]] = {b: [] for b in backends}
     for _ in range(repeats):
@@ -67,6 +68,8 @@ def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, secon
                     sampling[f"{config}-{n}"][b]["act"].append(point["worker_act_over_direct"])
                     sampling[f"{config}-{n}"][b]["observing"].append(point["worker_over_direct"])
                     sampling[f"{config}-{n}"][b]["hand_act"].append(point["worker_hand_over_direct"])
+                    if point["worker_traced_over_direct"] is not None:  # PyTorch only
+                        sampling[f"{config}-{n}"][b]["traced_act"].append(point["worker_traced_over_direct"])
         for b in backends:
             startup[b].append(first_progress_seconds(b))
             imports[b].append(import_seconds(b))
@@ -134,6 +137,13 @@ def markdown(r: dict[str, Any]) -> str:
                      + " | ".join(f"{_cell(by_backend[b]['act'], t['sampling'])} "
                                   f"({statistics.median(by_backend[b]['observing']):.2f})" + _hand(by_backend[b])
                                   for b in backends) + " |")
+    for point, by_backend in r.get("sampling", {}).items():
+        if any(by_backend[b].get("traced_act") for b in backends):
+            config, n = point.rsplit("-", 1)
+            lines.append(f"| sampling worker/direct loop, {config.capitalize()}, {n} env(s): acting, `act` traced "
+                         f"(`execution.trace: [act]`) | >= {t['sampling']} | "
+                         + " | ".join(_cell(by_backend[b]["traced_act"], t["sampling"]) if by_backend[b].get(
+                             "traced_act") else "-" for b in backends) + " |")
     lines.append(f"| start-up: `spacegraph train dqn_cartpole` to first progress line (s) | <= {t['startup_s']} | "
                  + " | ".join(_cell(r["startup"][b], t["startup_s"], False) for b in backends) + " |")
     if r.get("imports"):
@@ -144,7 +154,7 @@ def markdown(r: dict[str, Any]) -> str:
               "doing the same (the Q-network called directly, epsilon-greedy in NumPy, the same `VectorEnv`); "
               "in brackets the worker observing too (n-step folding and replay insert); in square brackets the worker "
               "acting through the loop's own hand-written act (what the worker's stepping and bookkeeping cost without "
-              "the framework's act: the most the framework's act could reach). Start-up is wall-clock time of a fresh process and "
+              "the framework's act: the most the framework's act could reach). The traced rows: the same worker acting through an agent whose `act` runs as a TorchScript graph (`execution.trace: [act]`, PyTorch only: on TF every method is a `tf.function` graph already). Start-up is wall-clock time of a fresh process and "
               "moves with the machine's load (the framework import alone is most of it).", "",
               *(["Notes:", "", *(f"- {n}" for n in r["notes"]), ""] if r.get("notes") else []),
               "Rebuild: `OMP_NUM_THREADS=1 python -m spacegraph.reports.overhead --out reports --repeats 2`; "

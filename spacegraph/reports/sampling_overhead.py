@@ -37,7 +37,9 @@ def comparable_config(config: str) -> dict[str, Any]:
     epsilon fell from 1.0 to 0.02 within the first rounds. Episodes end sooner or later with the exploration
     rate (on CartPole ~23 steps at epsilon 1.0, ~10.5 at 0.1 with the untrained network), and every episode
     end costs an environment reset and the worker's episode bookkeeping: both sides must end episodes alike.
-    The agent still computes its (constant) schedule on every call.
+    The agent still computes its (constant) schedule on every call. No API method is traced (``execution.trace``
+    emptied, though ``dqn_cartpole.yaml`` traces ``act``): this agent is the framework's step-by-step dispatch,
+    as in every round before tracing; `traced_config` is the same with ``act`` traced.
 
     Raises:
         ValueError: for another config.
@@ -48,6 +50,7 @@ def comparable_config(config: str) -> dict[str, Any]:
         raise ValueError(f"sampling_overhead: config must be one of {CONFIGS}; got {config!r}")
     cfg = sc.load_config(sc.PONG_CONFIG if config == "pong" else sc.CARTPOLE_CONFIG)
     cfg["exploration"] = {"type": "constant", "value": sc.HAND_EPSILON}
+    cfg["execution"] = {**cfg["execution"], "trace": []}  # step-by-step eager dispatch; `traced_config` traces act
     return cfg
 
 

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from harness.execution.executor import default_validate
 from harness.spaces import from_gymnasium
 from reference_agents.components.helpers.n_step import NStepAccumulator
 from reference_agents.workers.envs import EnvFactory, VectorEnv, index_value
@@ -70,6 +71,11 @@ class VectorEnvWorker:
         observe: pass transitions to the agent.
         update: call ``agent.update_on_schedule()`` after each step.
         explore: act with exploration (``get_actions(explore=...)``).
+        validate: also check the observations of every later reset against the agent's state space
+            (the first reset's always are); None (default) takes the process default,
+            `harness.execution.executor.default_validate` (``$SPACEGRAPH_VALIDATE``: on in the test
+            suites and the ``spacegraph`` command, off in benchmarks). At 16 CartPole environments an
+            episode ends on most steps, and the check was about 5% of a step.
 
     Raises:
         ValueError: for invalid arguments, an unknown env id, or environments whose spaces do not
@@ -82,7 +88,7 @@ class VectorEnvWorker:
                  env_kwargs: dict[str, Any] | None = None, n_step: int | None = None,
                  worker_side_n_step: bool = False, compute_priorities: bool = False,
                  gamma: float | None = None, observe: bool = True, update: bool = True,
-                 explore: bool = True) -> None:
+                 explore: bool = True, validate: bool | None = None) -> None:
         for name, value in (("worker_side_n_step", worker_side_n_step), ("compute_priorities", compute_priorities),
                             ("observe", observe), ("update", update), ("explore", explore)):
             if not isinstance(value, bool):
@@ -101,6 +107,7 @@ class VectorEnvWorker:
         self.observe = observe
         self.update = update
         self.explore = explore
+        self.validate = default_validate() if validate is None else bool(validate)
         self.folds = worker_side_n_step or not observe
         self.n_step = self._resolve("n_step", n_step, 1, positive_int=True) if self.folds else None
         self.gamma = self._resolve("gamma", gamma, None) if self.folds else None
@@ -261,7 +268,7 @@ class VectorEnvWorker:
         actions = self._check_actions(self.agent.get_actions(obs, explore=self.explore), step)
         next_obs, rewards, terminated, truncated, _, act_on = self.envs.step(actions)
         any_done = act_on is not next_obs  # VectorEnv.step returns one object for both when no episode ended
-        if any_done:
+        if any_done and self.validate:
             self._check_observations(act_on, f"reset after worker step {step}")
         records: list[dict[str, Any]] = _NONE
         if self.folds and (self.observe or keep_records):

@@ -458,6 +458,17 @@ def test_a_bad_observation_after_a_reset_is_named(bad, at, when, says):
         worker.run(num_steps=20)
 
 
+def test_later_reset_observations_are_checked_only_in_validate_mode():
+    from suites.doubles import FakeAgent
+
+    zeros = FakeAgent(FloatBox(2), 2, policy=lambda states, n: np.zeros(len(states), np.int64))  # NaN-proof
+    quiet = VectorEnvWorker(zeros, lambda: _BadReset("nan", 1), num_envs=2, update=False, validate=False)
+    assert quiet.run(num_steps=20).steps == 20  # the NaN of the second episodes' reset goes unchecked
+    with pytest.raises(ValueError, match=r"\(after reset\) do not fit"):  # the first reset is checked anyway
+        VectorEnvWorker(FakeAgent(FloatBox(2), 2), lambda: _BadReset("nan", 0), num_envs=2, update=False,
+                        validate=False).run(num_steps=20)
+
+
 def test_a_reset_observation_of_another_shape_is_named_by_the_vector_env():
     from reference_agents.workers import VectorEnv
 

@@ -189,8 +189,10 @@ class GraphExecutor:
             (`Backend.trace_api`). On PyTorch, a TorchScript trace per input shapes
             (`harness.backends.torch.tracing`): the same outputs and random draws as the eager chain, at a
             fraction of the per-call cost of a small network; for methods that record no gradients and take
-            no container arguments, checked at each new shape to depend on shapes only. On TF every method is a
-            ``tf.function`` graph already, and this changes nothing.
+            no container arguments, checked at build (inside the undone sample runs) to record the same graph
+            for two inputs of the same shapes and to change no variable or argument in place (`BuildError`
+            naming the method otherwise). On TF every method is a ``tf.function`` graph already, and this
+            changes nothing.
     """
 
     COMPILE_MODES = ("build", "first_call")

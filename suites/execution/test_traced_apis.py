@@ -13,7 +13,7 @@ import pytest
 from harness.execution.executor import GraphExecutor
 from harness.graph import Component, api, graph_fn
 from harness.graph.errors import BuildError
-from harness.spaces import parse
+from harness.spaces import Dict, FloatBox, parse
 from reference_agents.agents import ConfigError, DQNAgent
 from spacegraph.reports.sampling_overhead import comparable_config
 
@@ -113,7 +113,6 @@ def test_a_graph_that_freezes_a_value_read_from_a_tensor_is_refused():
 @pytest.mark.parametrize("trace, match", [(["nope"], r"trace: no built API method 'nope'"),
                                           (["update"], r"API method 'update' records gradients")])
 def test_trace_names_built_methods_that_record_no_gradients(trace, match):
-
     class Fit(Component):
         def __init__(self):
             super().__init__(scope="fit")
@@ -134,6 +133,27 @@ def test_trace_names_built_methods_that_record_no_gradients(trace, match):
 
     with pytest.raises(BuildError, match=match):
         GraphExecutor(Fit(), {"x": X}, backend="torch", trace=trace)
+
+
+class Pick(Component):
+    """``apply(obs)``: the ``a`` entry of a container argument, doubled."""
+
+    def __init__(self):
+        super().__init__(scope="pick")
+
+    @api
+    def apply(self, obs):
+        return self._graph_fn_apply(obs)
+
+    @graph_fn
+    def _graph_fn_apply(self, F, obs):
+        return obs["a"] * 2.0
+
+
+def test_a_method_with_a_container_argument_is_refused_at_build():
+    spaces = {"obs": Dict(a=FloatBox(2, batch_rank=True), b=FloatBox(2, batch_rank=True))}
+    with pytest.raises(BuildError, match=r"API method 'apply' takes a container argument 'obs'"):
+        GraphExecutor(Pick(), spaces, backend="torch", trace=["apply"])
 
 
 def test_trace_changes_nothing_on_tf():

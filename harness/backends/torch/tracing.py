@@ -39,6 +39,8 @@ from harness.spaces import Space
 
 #: Distinct input shapes traced per method; calls with further shapes run the eager chain (the same results).
 MAX_TRACES = 16
+
+
 class TracedApi:
     """Runs an API method's call chain as a traced TorchScript graph, one per input shapes.
 
@@ -88,8 +90,9 @@ def trace_chain(name: str, chain: Callable, args: tuple, variables: Sequence[tor
         captured.append(out)
         return out
     run.__module__, run.__name__ = __name__, name  # torch.jit.trace names the graph by them
-    held = [t for t in (*variables, *args) if isinstance(t, torch.Tensor) and not t.is_inference()]  # (no counter)
-    n_vars = sum(1 for t in variables if not t.is_inference())
+    # inference tensors have no version counter (the check's own samples are made in inference mode)
+    held_vars = [v for v in variables if not v.is_inference()]
+    held = held_vars + [a for a in args if isinstance(a, torch.Tensor) and not a.is_inference()]
     versions = [t._version for t in held]  # an in-place change of a tensor (or a view of it) bumps its version
     grads = [v for v in variables if v.requires_grad]
     try:
@@ -109,7 +112,7 @@ def trace_chain(name: str, chain: Callable, args: tuple, variables: Sequence[tor
                          f"value ({branch.filename}:{branch.lineno}); leave it out of the executor's trace list")
     written = [i for i, (t, v) in enumerate(zip(held, versions)) if t._version != v]
     if written:
-        what = "a variable" if written[0] < n_vars else "an argument"
+        what = "a variable" if written[0] < len(held_vars) else "an argument"
         raise TraceError(f"{where}: API method {name!r} cannot be traced: it changes a tensor in place ({what}), "
                          f"and a traced graph drops writes no output depends on; leave it out of the executor's "
                          f"trace list")
@@ -123,8 +126,8 @@ def check_traceable(name: str, chain: Callable, arg_spaces: dict[str, Space], va
     Runs the chain twice: call it where its effects are undone after (the build's sample runs).
 
     Raises:
-        TraceError: when the two graphs differ (a graph function turns a tensor's value into a Python value
-            the trace would freeze), a graph function branches on a tensor's value, or the runs change a
+        TraceError: when the two graphs differ (a value read out of a tensor, or state a step keeps between
+            calls, went into the trace), a graph function branches on a tensor's value, or the runs change a
             variable or an argument in place.
     """
     rng = np.random.default_rng(seed)

@@ -163,6 +163,13 @@ class Ops(Protocol):
     def take_along_axis(self, x: Tensor, indices: Tensor, axis: int) -> Tensor:
         """``np.take_along_axis(x, indices, axis)``: ``indices`` has ``x``'s rank."""
 
+    def select_last(self, x: Tensor, indices: Tensor) -> Tensor:
+        """One entry of ``x``'s last axis per position: ``np.take_along_axis(x, indices[..., None], -1)[..., 0]``.
+
+        ``indices`` are ints in ``[0, x.shape[-1])`` of ``x``'s shape without its last axis (the Q-value or
+        log-probability of the action taken, per item). Gradients flow to the selected entries of ``x``.
+        """
+
     def stop_gradient(self, x: Tensor) -> Tensor:
         """``x``, through which no gradient flows."""
 
@@ -248,6 +255,14 @@ class Ops(Protocol):
     # ---- variables and gradients ----------------------------------------------------------------
     def assign(self, var: Any, value: Any) -> Any:
         """Overwrites the backend variable ``var`` with ``value`` (its shape; cast by the backend rules)."""
+
+    def global_norm(self, xs: Sequence[Tensor]) -> Tensor:
+        """``sqrt(sum_i sum(x_i ** 2))`` over a non-empty list of float tensors (gradients): a scalar in the
+        first tensor's dtype (each tensor's sum of squares is taken in its own dtype)."""
+
+    def scale_each(self, xs: Sequence[Tensor], factor: Tensor) -> list[Tensor]:
+        """``[x * factor for x in xs]``, the float scalar tensor ``factor`` cast to each ``x``'s dtype (one
+        multi-tensor op where the backend has one)."""
 
     def adam_update(self, variables: Sequence[Any], grads: Sequence[Tensor], m: Sequence[Any], v: Sequence[Any],
                     step: Tensor, learning_rate: float, beta1: float, beta2: float, epsilon: float) -> None:

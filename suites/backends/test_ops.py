@@ -266,6 +266,18 @@ CASES: dict[str, list[Case]] = {
                Case(lambda F, p, i: F.gather(p, i, axis=1), lambda p, i: np.take(p, i, 1), (P, IDX2 % 3))],
     "take_along_axis": [Case(lambda F, a, i: F.take_along_axis(a, i, 1), lambda a, i: np.take_along_axis(a, i, 1),
                              (A, IDX2))],
+    "select_last": [Case(lambda F, a, i: F.select_last(a, i), lambda a, i: a[np.arange(3), i], (A, IDX),
+                         spaces=(_batch(A), _batch(IDX, 4))),
+                    Case(lambda F, a, b, i: F.select_last(F.stack([a, b], 1), i),  # [B, 2, 4] by [B, 2]
+                         lambda a, b, i: np.take_along_axis(np.stack([a, b], 1), i[..., None], -1)[..., 0],
+                         (A, A2, IDX2), spaces=(_batch(A), _batch(A2), _batch(IDX2, 4))),
+                    Case(lambda F, a, i: F.select_last(a, i), lambda a, i: a[np.arange(3), i],
+                         (A, IDX.astype(np.int32))),
+                    # gradients reach the selected entries only (twice for an entry selected twice)
+                    Case(lambda F, v, x, i: F.gradients(F.reduce_sum(F.select_last(v * x, i)), [v])[0],
+                         lambda x, i: np.bincount(i, weights=x[np.arange(3), i], minlength=4),
+                         (A, np.array([3, 0, 3])), spaces=(_batch(A), _batch(IDX, 4)),
+                         var=((4,), "float32", "ones", True), gradients=True)],
     "stop_gradient": [Case(lambda F, a: F.stop_gradient(a) * 2.0, lambda a: a * 2.0, (A,)),
                       Case(lambda F, v, x: F.gradients(F.reduce_sum(F.stop_gradient(v) * v * x), [v])[0],
                            lambda x: np.array([1.0, 2.0, 3.0]) * x.sum(0), (A[:, :3],),
@@ -352,6 +364,17 @@ CASES: dict[str, list[Case]] = {
                              check=_uniform_integers(3, "int32"))],
     "random_normal": [Case(lambda F, n: F.random_normal([20000], 1.0, 2.0), None, (np.array(1),),
                            check=_moments(-np.inf, np.inf, 1.0, 2.0, np.float32))],
+    "global_norm": [Case(lambda F, a, b: F.global_norm([a, b]), lambda a, b: np.sqrt((a ** 2).sum() + (b ** 2).sum()),
+                         (A, A2[0])),
+                    Case(lambda F, a: F.global_norm([a]), lambda a: np.sqrt((a ** 2).sum()), (A,)),
+                    # mixed dtypes: the first tensor's (float32) answers
+                    Case(lambda F, a, b: F.global_norm([a, F.cast(b, "float64") * 3.0]),
+                         lambda a, b: np.sqrt((a ** 2).sum() + (9.0 * b ** 2).sum()), (A, A2))],
+    "scale_each": [Case(lambda F, a, b, c: tuple(F.scale_each([a, b], F.reduce_sum(c))),
+                        lambda a, b, c: (a * c.sum(), b * c.sum()), (A, A2[0], POS[0])),
+                   Case(lambda F, a, c: tuple(F.cast(x, "float32") for x in F.scale_each([F.cast(a, "float64"), a],
+                                                                                            F.reduce_sum(c))),
+                        lambda a, c: (a * c.sum(), a * c.sum()), (A, POS[0]))],
     # Two variables of different shapes; lr, betas and epsilon away from their usual values and unequal; at
     # step 3 the bias corrections are far from 1; m and v start away from zero.
     "adam_update": [Case(lambda F, vs, g1, g2, t: F.adam_update(vs[:2], [g1, g2], vs[2:4], vs[4:], t, 0.05, 0.7, 0.9,

@@ -104,6 +104,15 @@ class TFOps(ActivationLookup):
     take_along_axis = staticmethod(lambda x, indices, axis: tf.experimental.numpy.take_along_axis(x, indices, axis))
     stop_gradient = staticmethod(tf.stop_gradient)
 
+    @staticmethod
+    def select_last(x: Any, indices: Any) -> Any:
+        rank = indices.shape.rank
+        if rank is None:  # unknown rank (no signature fixes it): the general form
+            return tf.squeeze(tf.experimental.numpy.take_along_axis(x, indices[..., None], -1), -1)
+        if indices.dtype not in (tf.int32, tf.int64):
+            indices = tf.cast(indices, tf.int64)
+        return tf.gather(x, indices, batch_dims=rank)  # one gather, where one_hot, multiply and sum were three ops
+
     # layers
     @staticmethod
     def conv2d(x: Any, kernel: Any, strides: tuple[int, int] = (1, 1), padding: str = "valid",
@@ -178,6 +187,15 @@ class TFOps(ActivationLookup):
     @staticmethod
     def assign(var: tf.Variable, value: Any) -> Any:
         return var.assign(value)
+
+    @staticmethod
+    def global_norm(xs: Sequence[Any]) -> Any:
+        xs = list(xs)
+        return tf.sqrt(tf.add_n([tf.cast(tf.reduce_sum(tf.square(x)), xs[0].dtype) for x in xs]))
+
+    @staticmethod
+    def scale_each(xs: Sequence[Any], factor: Any) -> list[Any]:
+        return [x * tf.cast(factor, x.dtype) for x in xs]
 
     @staticmethod
     def adam_update(variables: Sequence[tf.Variable], grads: Sequence[Any], m: Sequence[tf.Variable],

@@ -227,6 +227,13 @@ class TorchOps(ActivationLookup):
     take_along_axis = staticmethod(lambda x, indices, axis: torch.take_along_dim(x, indices.long(), dim=axis))
     stop_gradient = staticmethod(lambda x: x.detach())
 
+    @staticmethod
+    def select_last(x: Any, indices: Any) -> Any:
+        # One gather, where one_hot (which reads the indices' range back), a multiply and a sum were three ops.
+        if indices.dtype != torch.int64:
+            indices = indices.long()
+        return torch.gather(x, -1, indices.unsqueeze(-1)).squeeze(-1)
+
     # layers
     @staticmethod
     def conv2d(x: Any, kernel: Any, strides: tuple[int, int] = (1, 1), padding: str = "valid",
@@ -332,11 +339,43 @@ class TorchOps(ActivationLookup):
             return var.copy_(value)
 
     @staticmethod
+    def global_norm(xs: Sequence[Any]) -> Any:
+        # Two multi-tensor ops (each tensor's norm, then the norm of the norms) where a square, a sum and a
+        # cast per tensor were 3n.
+        xs = list(xs)
+        dtype = xs[0].dtype
+        norms = torch._foreach_norm(xs)
+        if any(n.dtype != dtype for n in norms):
+            norms = [n.to(dtype) for n in norms]
+        return torch.linalg.vector_norm(torch.stack(norms))
+
+    @staticmethod
+    def scale_each(xs: Sequence[Any], factor: Any) -> list[Any]:
+        xs = list(xs)
+        if all(x.dtype == factor.dtype for x in xs):
+            return list(torch._foreach_mul(xs, factor))  # one multi-tensor op
+        return [x * factor.to(x.dtype) for x in xs]
+
+    @staticmethod
     def adam_update(variables: Sequence[Any], grads: Sequence[Any], m: Sequence[Any], v: Sequence[Any], step: Any,
                     learning_rate: float, beta1: float, beta2: float, epsilon: float) -> None:
         # PyTorch's own Adam kernels (fused on CPU and CUDA: one pass over each variable instead of a dozen
-        # elementwise ops with their temporaries). They take per-variable float step tensors counting the
-        # steps taken before this one, and count them up themselves: fresh copies, the caller's step untouched.
+        # elementwise ops with their temporaries).
+        variables = list(variables)
+        first = variables[0]
+        if first.device.type in ("cpu", "cuda") and all(
+                x.dtype == first.dtype and x.device == first.device for x in variables):
+            # One device and dtype (the common case): the fused kernel itself. It reads each variable's step
+            # tensor (the step being taken, a float on the variables' device) and writes none, so one tensor
+            # serves them all, without torch's per-call grouping, copies and count-up of the steps.
+            t = step.detach().to(dtype=torch.float32, device=first.device)
+            with torch.no_grad():
+                torch._fused_adam_(variables, list(grads), list(m), list(v), [], [t] * len(variables),
+                                   amsgrad=False, lr=learning_rate, beta1=beta1, beta2=beta2, weight_decay=0.0,
+                                   eps=epsilon, maximize=False)
+            return
+        # Otherwise torch's functional Adam groups them. It takes per-variable float step tensors counting the
+        # steps taken before this one, and counts them up itself: fresh copies, the caller's step untouched.
         before = step.detach().to(torch.float32) - 1.0
         steps = [before.clone() for _ in variables]
         fused = all(t.device.type in ("cpu", "cuda") for t in variables)

@@ -129,10 +129,9 @@ class DQNLoss(Component):
                            next_q_values_target: Any, next_q_values_online: Any,
                            importance_weights: Any, discounts: Any) -> tuple[Any, Any]:
         dtype = q_values.dtype
-        q_taken = F.reduce_sum(q_values * F.one_hot(actions, self.num_actions, dtype=dtype), axis=-1)
+        q_taken = F.select_last(q_values, actions)
         chooser = next_q_values_online if self.double_q else next_q_values_target
-        best = F.one_hot(F.argmax(chooser, axis=-1), self.num_actions, dtype=dtype)
-        bootstrap = F.reduce_sum(next_q_values_target * best, axis=-1)
+        bootstrap = F.select_last(next_q_values_target, F.argmax(chooser, axis=-1))
         discount = self.gamma ** self.n_step if discounts is None else discounts
         target = rewards + (1.0 - F.cast(terminals, dtype)) * discount * bootstrap
         td_errors = F.stop_gradient(target) - q_taken

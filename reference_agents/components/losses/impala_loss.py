@@ -92,9 +92,8 @@ class IMPALALoss(Component):
 
     @graph_fn(returns=2)
     def _graph_fn_log_rhos(self, F: Any, logits: Any, actions: Any, behaviour_logits: Any) -> tuple[Any, Any]:
-        taken = F.one_hot(actions, self.num_actions, dtype=logits.dtype)
-        log_probs = F.reduce_sum(F.log_softmax(logits) * taken, axis=-1)
-        behaviour_log_probs = F.reduce_sum(F.log_softmax(behaviour_logits) * taken, axis=-1)
+        log_probs = F.select_last(F.log_softmax(logits), actions)
+        behaviour_log_probs = F.select_last(F.log_softmax(behaviour_logits), actions)
         return F.stop_gradient(log_probs - behaviour_log_probs), log_probs
 
     @graph_fn(returns=4)

@@ -163,13 +163,10 @@ class Optimizer(Component):
     @graph_fn(returns=2, gradients=True)
     def _graph_fn_step(self, F: Any, loss: Any) -> tuple[Any, Any]:
         grads = F.gradients(loss, self._vars)
-        dtype = self._dtypes[0]
-        squares = [F.cast(F.reduce_sum(F.square(g)), dtype) for g in grads]
-        norm = F.sqrt(F.reduce_sum(F.stack(squares)))
+        norm = F.global_norm(grads)  # in the first variable's dtype
         if self.clip_grad_norm is not None:
             c = self.clip_grad_norm
-            scale = c / F.maximum(norm, c)
-            grads = [g * F.cast(scale, d) for g, d in zip(grads, self._dtypes)]
+            grads = F.scale_each(grads, c / F.maximum(norm, c))
         self._apply(F, grads)
         return F.stop_gradient(loss), norm
 

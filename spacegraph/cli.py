@@ -52,8 +52,10 @@ def import_tensorflow_quietly(verbose: bool = False) -> bool:
         return True
     if importlib.util.find_spec("tensorflow") is None:
         return False
+    from harness.backends.tf_import import import_tensorflow  # TensorFlow without its eager Keras import
+
     if verbose:
-        import tensorflow  # noqa: F401
+        import_tensorflow()
         return True
     import tempfile
 
@@ -62,8 +64,7 @@ def import_tensorflow_quietly(verbose: bool = False) -> bool:
     with tempfile.TemporaryFile() as caught:
         os.dup2(caught.fileno(), 2)
         try:
-            import tensorflow as tf
-
+            tf = import_tensorflow()
             tf.get_logger().setLevel("ERROR")
             try:
                 from absl import logging as absl_logging

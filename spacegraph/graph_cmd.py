@@ -130,7 +130,9 @@ def _scope_name(step: Any) -> str:
 
 
 def _export_tf(executor: Any, trace: Any, api: Any, out_dir: str) -> None:
-    import tensorflow as tf
+    from harness.backends.tf_import import import_tensorflow
+
+    tf = import_tensorflow()
 
     def wrap(step: Any, fn: Callable) -> Callable:
         scope = _scope_name(step)

@@ -7,7 +7,7 @@ def _result(update_torch):
     return {"act": {"tf": {1: [1.0, 0.98]}, "torch": {1: [0.8, 0.82]}},
             "update": {"cartpole": {"tf": [1.0], "torch": [update_torch]}, "nature": {"tf": [0.93, 0.97],
                                                                                      "torch": [0.5]}}, "startup": {"tf": [2.0], "torch": [4.0]},
-            "imports": {"tf": [1.5], "torch": [1.0]},
+            "imports": {"tf": [1.5], "torch": [1.0]}, "imports_plain": {"tf": [2.5]},
             "sampling": {"pong-4": {"tf": {"act": [0.9, 0.86], "observing": [0.7]},
                                     "torch": {"act": [0.5], "observing": [0.4, 0.45], "hand_act": [0.9, 0.92],
                                               "traced_act": [0.84, 0.88]}}}, "targets": TARGETS, "repeats": 2, "seconds": 2.0,
@@ -21,6 +21,7 @@ def test_table_marks_targets_met_and_missed():
     assert ("| update hand/framework, Nature CNN (Pong frames), batch 32 | >= 0.9 | 0.95 (0.93-0.97) met | "
             "0.50 NOT met |") in text
     assert "first progress line (s) | <= 3.0 | 2.00 met | 4.00 NOT met |" in text
+    assert "plain `import tensorflow` in brackets) (s) | - | 1.50 [2.50] | 1.00 |" in text
     assert ("| sampling worker/direct loop, Pong, 4 env(s): acting (observing too) [hand-written act] | >= 0.85 | "
             "0.88 (0.86-0.90) met (0.70) | 0.50 NOT met (0.43) [0.91] |") in text
     assert ("| sampling worker/direct loop, Pong, 4 env(s): acting, `act` traced (`execution.trace: [act]`) | "

@@ -71,7 +71,9 @@ def read_cluster_spec(path: str) -> dict[str, list[str]]:
 
 
 def _start_server(cluster: dict[str, list[str]], job: str, index: int) -> Any:
-    import tensorflow as tf
+    from harness.backends.tf_import import import_tensorflow
+
+    tf = import_tensorflow()
 
     return tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=job, task_index=index, start=True)
 

@@ -24,9 +24,9 @@ _RETRIES = 3
 
 
 def _tf() -> Any:
-    import tensorflow as tf
+    from harness.backends.tf_import import import_tensorflow
 
-    return tf
+    return import_tensorflow()
 
 
 class TFSession:

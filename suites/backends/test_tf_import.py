@@ -1,0 +1,53 @@
+"""`harness.backends.tf_import.import_tensorflow`: TensorFlow without its eager Keras import, and nothing
+else changed (each check in a fresh interpreter: the import happens once per process)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
+                                reason="tensorflow is not installed")
+
+_REPORT = """
+import json, sys
+keras_after_tf = "keras" in sys.modules  # the prelude imported TensorFlow
+import tensorflow as tf
+path = list(tf.__path__)
+from tensorflow.keras import layers   # resolved through the folders in tf.__path__
+dense = tf.keras.layers.Dense(3)       # the lazy tf.keras attribute loads Keras now
+import keras
+print(json.dumps({"keras_after_tf": keras_after_tf, "path": path, "layers": layers.Dense.__module__,
+                  "dense": type(dense).__module__, "keras": keras.__version__, "x": float(tf.reduce_sum([1., 2.]))}))
+"""
+
+
+def _run(prelude: str) -> dict:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-c", prelude + _REPORT], capture_output=True, text=True, timeout=180,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_tensorflow_loads_without_keras_and_keras_still_imports_afterwards():
+    plain = _run("import tensorflow\n")
+    ours = _run("from harness.backends.tf_import import import_tensorflow\nimport_tensorflow()\n")
+    assert plain["keras_after_tf"] is True, "TensorFlow no longer imports Keras eagerly: import_tensorflow is moot"
+    assert ours["keras_after_tf"] is False, "import_tensorflow let TensorFlow import Keras"
+    assert None not in ours["path"] and ours["path"] == plain["path"], (ours["path"], plain["path"])
+    for key in ("layers", "dense", "keras", "x"):
+        assert ours[key] == plain[key], (key, ours[key], plain[key])
+
+
+def test_the_backend_package_and_an_earlier_keras_import():
+    through_backend = _run("import harness.backends.tf.ops\n")
+    assert through_backend["keras_after_tf"] is False
+    keras_first = _run("import keras\nfrom harness.backends.tf_import import import_tensorflow\n"
+                       "import_tensorflow()\n")  # Keras loaded already: a plain import, Keras untouched
+    assert keras_first["keras_after_tf"] is True and None not in keras_first["path"]

@@ -72,6 +72,24 @@ def test_traced_method_gives_the_eager_outputs_and_draws_and_reads_variables_liv
     assert sorted(k[0][0][0] for k in traced_api.graphs) == [1, 3, 5]  # one trace per input shapes
 
 
+def test_shapes_past_the_trace_cap_run_eagerly_with_one_warning(monkeypatch):
+    from harness.backends.torch import tracing
+
+    monkeypatch.setattr(tracing, "MAX_TRACES", 2)
+    eager = GraphExecutor(Noisy(), {"x": X}, backend="torch", seed=5)
+    traced = GraphExecutor(Noisy(), {"x": X}, backend="torch", seed=5, trace=["act"])
+    rng = np.random.default_rng(1)
+    xs = batches(rng, (1, 2, 3, 4, 3))
+    with pytest.warns(RuntimeWarning, match=r"'act': 2 input shapes traced already; calls with further shapes "
+                                            r"\(now \[3, 3\]\) run the eager chain") as caught:
+        for x in xs:
+            (a1, y1), (a2, y2) = eager.execute("act", x), traced.execute("act", x)
+            np.testing.assert_array_equal(a1, a2)
+            np.testing.assert_array_equal(y1, y2)
+    assert len([w for w in caught if "input shapes traced already" in str(w.message)]) == 1
+    assert sorted(k[0][0][0] for k in traced.apis["act"].fn.__wrapped__.graphs) == [1, 2]
+
+
 def test_a_method_that_assigns_a_variable_is_refused_at_build_and_the_check_leaves_no_trace():
     # TorchScript drops a write to a variable no output depends on: traced, `count` would stop counting
     with pytest.raises(BuildError, match=r"API method 'count' cannot be traced: it changes a tensor in place"):

@@ -37,7 +37,8 @@ import torch
 from harness.backends.base import TraceError
 from harness.spaces import Space
 
-#: Distinct input shapes traced per method; calls with further shapes run the eager chain (the same results).
+#: Distinct input shapes traced per method; calls with further shapes run the eager chain (the same results,
+#: at eager speed; a RuntimeWarning says so once per method).
 MAX_TRACES = 16
 
 
@@ -57,6 +58,7 @@ class TracedApi:
         self.variables = list(variables)
         self.graphs: dict[tuple, Any] = {}
         self._lock = threading.Lock()
+        self._warned = False
 
     def __call__(self, *args: torch.Tensor) -> Any:
         key = tuple((a.shape, a.dtype) for a in args)
@@ -64,6 +66,13 @@ class TracedApi:
         if graph is not None:
             return graph(*args)
         if len(self.graphs) >= MAX_TRACES:
+            if not self._warned:
+                self._warned = True
+                shapes = ", ".join(str(list(a.shape)) for a in args)
+                warnings.warn(f"{self.where}: API method {self.name!r}: {MAX_TRACES} input shapes traced already; "
+                              f"calls with further shapes (now {shapes}) run the eager chain: the same results "
+                              f"at eager speed (fix the batch size to keep them traced)", RuntimeWarning,
+                              stacklevel=2)
             return self.chain(*args)
         with self._lock:
             graph = self.graphs.get(key)

@@ -90,6 +90,64 @@ def test_shapes_past_the_trace_cap_run_eagerly_with_one_warning(monkeypatch):
     assert sorted(k[0][0][0] for k in traced.apis["act"].fn.__wrapped__.graphs) == [1, 2]
 
 
+class Learner(Component):
+    """``act``: ``x @ w`` (calling ``hook`` when set: it then runs while the act records a trace);
+    ``grad``: d sum((x @ w)^2) / dw."""
+
+    def __init__(self):
+        super().__init__(scope="learner")
+        self.hook = None
+
+    def create_variables(self, input_spaces):
+        self.w = self.get_variable("w", (3, 2), initializer=np.arange(6, dtype=np.float32).reshape(3, 2) / 6)
+
+    @api
+    def act(self, x):
+        return self._graph_fn_act(x)
+
+    @api
+    def grad(self, x):
+        return self._graph_fn_grad(x)
+
+    @graph_fn
+    def _graph_fn_act(self, F, x):
+        if self.hook is not None:
+            self.hook()
+        return F.matmul(x, self.w)
+
+    @graph_fn(gradients=True)
+    def _graph_fn_grad(self, F, x):
+        return F.gradients(F.reduce_sum(F.square(F.matmul(x, self.w))), [self.w])[0]
+
+
+def test_a_gradient_call_in_another_thread_waits_for_a_trace_being_recorded():
+    # Recording switches the variables' requires_grad off: a gradient call running meanwhile would get
+    # zeros. It must wait for the recording instead, and then see its variables as they were.
+    import threading
+
+    learner = Learner()
+    executor = GraphExecutor(learner, {"x": X}, backend="torch", seed=0, trace=["act"])
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(4, 3)).astype(np.float32)
+    w = np.arange(6, dtype=np.float32).reshape(3, 2) / 6
+    expected = 2.0 * x.T @ (x @ w)
+    got, finished_while_recording = [], []
+
+    def hook():
+        learner.hook = None
+        other = threading.Thread(target=lambda: got.append(executor.execute("grad", x)))
+        other.start()
+        other.join(timeout=1.0)
+        finished_while_recording.append(not other.is_alive())
+        hook.thread = other
+
+    learner.hook = hook
+    executor.execute("act", rng.normal(size=(7, 3)).astype(np.float32))  # a new batch size: recorded now
+    hook.thread.join(timeout=30)
+    assert finished_while_recording == [False], "the gradient call ran while the trace was being recorded"
+    np.testing.assert_allclose(got[0], expected, rtol=1e-5)
+
+
 def test_a_method_that_assigns_a_variable_is_refused_at_build_and_the_check_leaves_no_trace():
     # TorchScript drops a write to a variable no output depends on: traced, `count` would stop counting
     with pytest.raises(BuildError, match=r"API method 'count' cannot be traced: it changes a tensor in place"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -42,6 +43,10 @@ class TorchBackend(Backend):
         super().__init__(seed)
         self.ops = TorchOps(self.seed)
         self.host_ops = HostOps()
+        # Held while a traced method records a trace (with the graph's variables' requires_grad off) and, once
+        # a method is traced, by every gradient-recording call: the two never overlap (see `trace_api`).
+        self._recording = threading.Lock()
+        self._traced = False
 
     def make_variable(self, path: str, value: np.ndarray, trainable: bool, device: str | None) -> Any:
         tensor = torch.from_numpy(np.array(value, copy=True))
@@ -136,14 +141,21 @@ class TorchBackend(Backend):
                     return fn(*args)
         else:
             is_enabled, set_enabled = torch.is_grad_enabled, torch._C._set_grad_enabled
+            recording = self._recording
 
-            def call(*args: Any) -> Any:
+            def record(*args: Any) -> Any:
                 previous = is_enabled()
                 set_enabled(True)
                 try:
                     return fn(*args)
                 finally:
                     set_enabled(previous)
+
+            def call(*args: Any) -> Any:
+                if not self._traced:  # no traced method: nothing can switch the variables' requires_grad off
+                    return record(*args)
+                with recording:  # wait for a trace being recorded in another thread
+                    return record(*args)
 
         call.__name__ = call.__qualname__ = name
         call.__wrapped__ = fn  # type: ignore[attr-defined]
@@ -153,7 +165,11 @@ class TorchBackend(Backend):
                   where: str = "") -> Callable:
         from harness.backends.torch.tracing import TracedApi
 
-        return TracedApi(name, chain, variables, where)
+        # A trace is recorded with the variables' requires_grad off. A gradient-recording method of the same
+        # graph running meanwhile in another thread would get a loss without history and zero gradients, so
+        # recording a trace and such calls take the same lock.
+        self._traced = True
+        return TracedApi(name, chain, variables, where, recording=self._recording)
 
     def check_traceable(self, name: str, chain: Callable, arg_spaces: dict[str, Space], variables: list[Any],
                         where: str = "") -> None:

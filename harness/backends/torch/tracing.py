@@ -51,13 +51,17 @@ class TracedApi:
         variables: every variable of the graph (their requires_grad is switched off while tracing: a trace
             holds only tensors without it as constants; none may change while tracing).
         where: names the root component, for errors.
+        recording: a lock held while a trace is recorded; the executor's gradient-recording methods hold it
+            too (`TorchBackend.compile_api`), so none of them runs while the variables' requires_grad is off
+            (its gradients would silently be zeros). None: a lock of this method's own.
     """
 
-    def __init__(self, name: str, chain: Callable, variables: Sequence[torch.Tensor], where: str = "") -> None:
+    def __init__(self, name: str, chain: Callable, variables: Sequence[torch.Tensor], where: str = "",
+                 recording: Any = None) -> None:
         self.name, self.chain, self.where = name, chain, where
         self.variables = list(variables)
         self.graphs: dict[tuple, Any] = {}
-        self._lock = threading.Lock()
+        self._lock = recording if recording is not None else threading.Lock()
         self._warned = False
 
     def __call__(self, *args: torch.Tensor) -> Any:

@@ -120,6 +120,17 @@ class Learner(Component):
         return F.gradients(F.reduce_sum(F.square(F.matmul(x, self.w))), [self.w])[0]
 
 
+def test_a_warning_raised_while_a_trace_is_recorded_reaches_the_caller():
+    # The recording catches warnings to find the tracer's own; a graph function's (a user's) must go on.
+    import warnings
+
+    learner = Learner()
+    executor = GraphExecutor(learner, {"x": X}, backend="torch", seed=0, trace=["act"])
+    learner.hook = lambda: warnings.warn("the user's own warning", UserWarning)
+    with pytest.warns(UserWarning, match="the user's own warning"):
+        executor.execute("act", np.ones((6, 3), np.float32))  # a new batch size: recorded now
+
+
 def test_a_gradient_call_in_another_thread_waits_for_a_trace_being_recorded():
     # Recording switches the variables' requires_grad off: a gradient call running meanwhile would get
     # zeros. It must wait for the recording instead, and then see its variables as they were.

@@ -27,6 +27,7 @@ must not move). Every later trace (`trace_chain`) checks the version counters ag
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from typing import Any, Callable, Sequence
@@ -40,6 +41,8 @@ from harness.spaces import Space
 #: Distinct input shapes traced per method; calls with further shapes run the eager chain (the same results,
 #: at eager speed; a RuntimeWarning says so once per method).
 MAX_TRACES = 16
+
+_JIT_DIR = os.path.dirname(torch.jit.__file__)
 
 
 class TracedApi:
@@ -117,6 +120,12 @@ def trace_chain(name: str, chain: Callable, args: tuple, variables: Sequence[tor
     finally:
         for v in grads:
             v.requires_grad_(True)
+    # The recording caught every warning (the process's, while it ran): those that are not the tracer's own
+    # (its TracerWarnings, and torch.jit's own notice that tracing is deprecated, said in docs/architecture.md)
+    # go on as if nothing had caught them, under the filters in force.
+    for w in caught:
+        if not issubclass(w.category, torch.jit.TracerWarning) and not w.filename.startswith(_JIT_DIR):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
     # Sizes turned into ints warn too, and are expected (one trace per input shapes); a truth value is not.
     branch = next((w for w in caught if issubclass(w.category, torch.jit.TracerWarning)
                    and "Python boolean" in str(w.message)), None)

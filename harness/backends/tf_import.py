@@ -59,4 +59,3 @@ def import_tensorflow() -> Any:
             if path[i] is None:
                 path[i] = _parent_dir_for_name(module)
     return tensorflow
-

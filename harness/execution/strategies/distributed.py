@@ -49,7 +49,7 @@ def _distributed_optimizer_class(base: type, reduction: str) -> type:
                 dist.all_reduce(g)
             if reduction == "mean":
                 grads = [g / total for g in grads]
-            return self._apply_reduced(F, grads)
+            return self._clip_and_apply(F, grads)
 
     DistributedOptimizer.__name__ = DistributedOptimizer.__qualname__ = base.__name__
     DistributedOptimizer.__module__ = base.__module__

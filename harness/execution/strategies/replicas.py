@@ -209,9 +209,7 @@ def _gradient_tower_class(base: type) -> type:
             grads = F.gradients(loss, self._vars)
             for acc, g in zip(self.slots["grad"], grads):
                 F.assign(acc, g)
-            norm = F.sqrt(F.reduce_sum(F.stack([F.cast(F.reduce_sum(F.square(g)), self._dtypes[0])
-                                                for g in grads])))
-            return F.stop_gradient(loss), norm
+            return F.stop_gradient(loss), F.global_norm(grads)
 
     GradientTower.__name__ = GradientTower.__qualname__ = base.__name__
     GradientTower.__module__ = base.__module__
@@ -219,8 +217,9 @@ def _gradient_tower_class(base: type) -> type:
 
 
 class TowerStepMixin:
-    """What a strategy's optimizer shares: it depends on its gradient towers, checks ``loss`` spaces only
-    when its own ``step`` is built, and clips and applies already reduced gradients (`_apply_reduced`)."""
+    """What a strategy's optimizer shares: it depends on its gradient towers and checks ``loss`` spaces only
+    when its own ``step`` is built. It clips and applies the reduced gradients with the optimizer's own
+    `Optimizer._clip_and_apply`."""
 
     def variable_dependencies(self) -> list[Component]:
         return list(super().variable_dependencies()) + list(self.gradient_towers)  # type: ignore[misc]
@@ -228,16 +227,6 @@ class TowerStepMixin:
     def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
         if "loss" in input_spaces:
             super().check_input_spaces(input_spaces)  # type: ignore[misc]
-
-    def _apply_reduced(self, F: Any, grads: list) -> Any:
-        """Clips ``grads`` to the global norm ``clip_grad_norm`` (when set), applies them; returns the norm."""
-        dtype = self._dtypes[0]
-        norm = F.sqrt(F.reduce_sum(F.stack([F.cast(F.reduce_sum(F.square(g)), dtype) for g in grads])))
-        if self.clip_grad_norm is not None:
-            scale = self.clip_grad_norm / F.maximum(norm, self.clip_grad_norm)
-            grads = [g * F.cast(scale, d) for g, d in zip(grads, self._dtypes)]
-        self._apply(F, grads)
-        return norm
 
 
 def _sync_optimizer_class(base: type) -> type:
@@ -255,7 +244,7 @@ def _sync_optimizer_class(base: type) -> type:
             for j, var in enumerate(self._vars):
                 parts = [_move(self.backend, tower.slots["grad"][j], var) for tower in self.gradient_towers]
                 grads.append(sum(F.cast(weights[i], self._dtypes[j]) * g for i, g in enumerate(parts)))
-            norm = self._apply_reduced(F, grads)
+            norm = self._clip_and_apply(F, grads)
             for tower_var, main_var in _variable_pairs(self.strategy_root, self.towers, self.gradient_towers):
                 F.assign(tower_var, _move(self.backend, main_var, tower_var))
             return norm

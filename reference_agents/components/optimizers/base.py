@@ -162,13 +162,19 @@ class Optimizer(Component):
 
     @graph_fn(returns=2, gradients=True)
     def _graph_fn_step(self, F: Any, loss: Any) -> tuple[Any, Any]:
-        grads = F.gradients(loss, self._vars)
-        norm = F.global_norm(grads)  # in the first variable's dtype
+        norm = self._clip_and_apply(F, F.gradients(loss, self._vars))
+        return F.stop_gradient(loss), norm
+
+    def _clip_and_apply(self, F: Any, grads: list[Any]) -> Any:
+        """Clips ``grads`` to the global norm ``clip_grad_norm`` (when set) and applies them (`_apply`); returns
+        their global norm before clipping, in the first variable's dtype. Device strategies' optimizers call
+        it with gradients reduced over replicas."""
+        norm = F.global_norm(grads)
         if self.clip_grad_norm is not None:
             c = self.clip_grad_norm
             grads = F.scale_each(grads, c / F.maximum(norm, c))
         self._apply(F, grads)
-        return F.stop_gradient(loss), norm
+        return norm
 
     def _apply(self, F: Any, grads: list[Any]) -> None:
         """Updates ``self._vars`` (and the slots) from the (clipped) gradients, with `F.assign`."""

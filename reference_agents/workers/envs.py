@@ -94,6 +94,8 @@ class VectorEnv:
         self.action_space = self.envs[0].action_space
         self.frames_per_step = frames_per_step(self.envs[0])
         self._needs_reset = True
+        #: The indices of the environments whose episode ended at the last `step` (int64 ``[k]``, ascending).
+        self.done_indices = np.zeros(0, np.int64)
 
     def reset(self, seed: int | None = None) -> Any:
         """Resets every environment; environment ``i`` gets ``seed + i`` (None: unseeded).
@@ -108,6 +110,7 @@ class VectorEnv:
             o, _ = env.reset(seed=None if seed is None else int(seed) + i)
             obs.append(o)
         self._needs_reset = False
+        self.done_indices = np.zeros(0, np.int64)
         return stack_values(obs)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[dict], Any]:
@@ -124,7 +127,8 @@ class VectorEnv:
             environment's reset info under ``"reset_info"``), ``obs_to_act_on``
             equal to ``next_obs`` except in the rows of finished environments,
             which hold the new episode's first observation. When no episode ended
-            the two are the same object.
+            the two are the same object. The finished environments' indices are
+            kept as `done_indices` until the next step.
 
         Raises:
             RuntimeError: if called before `reset`.
@@ -147,7 +151,7 @@ class VectorEnv:
         next_obs = stack_values(obs)
         terminated_arr = np.asarray(terminated, dtype=bool)
         truncated_arr = np.asarray(truncated, dtype=bool)
-        done = np.flatnonzero(terminated_arr | truncated_arr)
+        self.done_indices = done = np.flatnonzero(terminated_arr | truncated_arr)
         act_on = next_obs
         if done.size:
             act_on = _copy_value(next_obs)

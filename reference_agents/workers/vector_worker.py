@@ -83,6 +83,7 @@ class VectorEnvWorker:
     """
 
     PRIORITY_CHUNK = 256   # records per td_errors call when `sample` computes priorities
+    SMALL_ACTIONS = 32     # up to this many discrete actions per step are bounds-checked in Python, not NumPy
 
     def __init__(self, agent: Any, env_id: str | EnvFactory, num_envs: int = 1, seed: int = 0,
                  env_kwargs: dict[str, Any] | None = None, n_step: int | None = None,
@@ -232,8 +233,11 @@ class VectorEnvWorker:
         if integer and arr.size and self._action_bounds is not None:
             # the per-step fast path for discrete actions; why_not only to explain a failure
             low, high = self._action_bounds
-            if arr.size == 1:  # one environment: a Python comparison, not two NumPy reductions
-                if low <= arr.item() <= high:
+            if arr.size <= self.SMALL_ACTIONS:
+                # a few environments: Python's min and max over a list (about 0.5 us at 4 actions, 1.4 us at
+                # 16), not two NumPy reductions (2.3 and 4 us)
+                values = arr.ravel().tolist()
+                if low <= min(values) and max(values) <= high:
                     return arr
             elif low <= arr.min() and arr.max() <= high:
                 return arr
@@ -296,9 +300,9 @@ class VectorEnvWorker:
             self._obs = act_on
             return _NONE, records, metrics
         finished = []
-        for i in np.flatnonzero(terminated | truncated):
+        for i in self.envs.done_indices.tolist():
             length = int(self._lockstep - self._episode_start[i])
-            finished.append(Episode(int(i), float(self._running_return[i]), length, bool(terminated[i]),
+            finished.append(Episode(i, float(self._running_return[i]), length, bool(terminated[i]),
                                     bool(truncated[i]), self.total_steps, self.total_frames))
             self._running_return[i] = 0.0
             self._episode_start[i] = self._lockstep

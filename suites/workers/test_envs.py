@@ -99,6 +99,7 @@ def test_vector_env_returns_final_and_reset_observations():
             np.testing.assert_array_equal(obs[i], refs[i][t][0])
         next_obs, rewards, term, trunc, infos, act_on = venv.step(actions[t])
         assert next_obs.shape == (n, 4) and rewards.dtype == np.float64 and len(infos) == n
+        assert venv.done_indices.tolist() == [i for i in range(n) if refs[i][t][5] is not None]
         for i in range(n):
             _, ref_next, ref_r, ref_term, ref_trunc, ref_reset = refs[i][t]
             np.testing.assert_array_equal(next_obs[i], ref_next)

@@ -338,6 +338,14 @@ def test_errors_name_the_step_env_and_expectation(cartpole_agent, fake_agent_cls
     with pytest.raises(ValueError, match=r"outside the action space int64\[\]\(0,1\) of .CartPole-v1. at worker step 0 "
                                          r"\(envs \[1\], actions \[5\]\)"):
         VectorEnvWorker(out_of_range, "CartPole-v1", num_envs=3).run(num_steps=3)
+    # below the low bound, and past `SMALL_ACTIONS` environments (checked by NumPy reductions, not in Python)
+    negative = cartpole_agent(policy=lambda s, k: np.array([0, -1, 1]))
+    with pytest.raises(ValueError, match=r"outside the action space .* \(envs \[1\], actions \[-1\]\)"):
+        VectorEnvWorker(negative, "CartPole-v1", num_envs=3).run(num_steps=3)
+    many = VectorEnvWorker.SMALL_ACTIONS + 2
+    wide = cartpole_agent(policy=lambda s, k: np.where(np.arange(len(s)) == many - 1, 2, 0))
+    with pytest.raises(ValueError, match=rf"outside the action space .* \(envs \[{many - 1}\], actions \[2\]\)"):
+        VectorEnvWorker(wide, "CartPole-v1", num_envs=many).run(num_steps=many)
     late = cartpole_agent(policy=lambda s, k: np.full(len(s), 0 if len(late.acted) <= 4 else 2))
     with pytest.raises(ValueError, match=r"at worker step 8 \(envs \[0, 1\]"):
         VectorEnvWorker(late, "CartPole-v1", num_envs=2).run(num_steps=20)

@@ -137,15 +137,21 @@ class EpsilonGreedy(Component):
     @api
     def explore(self, greedy_actions: Any, time_step: Any) -> Any:
         """``greedy_actions`` with each element replaced by a uniform random action with probability epsilon."""
+        if self.schedule["type"] == "constant":
+            # the epsilon is a constant of the explore step (float32-rounded, as the schedule's output is), not a
+            # step of its own: an eager act runs one step fewer, and the time step is not read
+            return self._graph_fn_explore(greedy_actions, self.epsilon_low)
         return self._graph_fn_explore(greedy_actions, self._graph_fn_epsilon(time_step))
 
     @graph_fn(output_spaces=_epsilon_space)
     def _graph_fn_epsilon(self, F: Any, time_step: Any) -> Any:
         s = self.schedule
-        t = F.cast(time_step, "float32")
         if s["type"] == "constant":
-            eps = F.zeros_like(t) + s["value"]
-        elif s["type"] == "linear":
+            # the float32 value itself (low == high): no op on the time step, and a traced act holds it as a
+            # graph constant instead of running a cast, a fill, an add and a clip on every call
+            return F.constant(self.epsilon_low, "float32")
+        t = F.cast(time_step, "float32")
+        if s["type"] == "linear":
             # from + (to - from) * t / steps is monotone in t: clipping it into [min, max] of from and to holds
             # it at 'from' before step 0 and at 'to' after 'steps' (no separate max(t, 0) and min(t, steps)).
             eps = t * ((s["to"] - s["from"]) / float(s["steps"])) + s["from"]

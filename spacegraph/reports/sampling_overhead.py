@@ -37,7 +37,8 @@ def comparable_config(config: str) -> dict[str, Any]:
     epsilon fell from 1.0 to 0.02 within the first rounds. Episodes end sooner or later with the exploration
     rate (on CartPole ~23 steps at epsilon 1.0, ~10.5 at 0.1 with the untrained network), and every episode
     end costs an environment reset and the worker's episode bookkeeping: both sides must end episodes alike.
-    The agent still computes its (constant) schedule on every call. No API method is traced (``execution.trace``
+    The agent's explore step takes the constant epsilon as a constant (`EpsilonGreedy.explore`), as the loop's
+    NumPy comparison does. No API method is traced (``execution.trace``
     emptied, though ``dqn_cartpole.yaml`` traces ``act``): this agent is the framework's step-by-step dispatch,
     as in every round before tracing; `traced_config` is the same with ``act`` traced.
 

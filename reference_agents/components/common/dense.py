@@ -69,7 +69,13 @@ class Dense(Component):
         """The layer's output for ``inputs`` (see the class docstring for spaces)."""
         return self._graph_fn_apply(inputs)
 
-    @graph_fn
+    def _output_space(self, inputs: Space) -> Space:
+        # Declared, so the build does not run the layer on sampled inputs to infer it: on TF those eager runs
+        # (two per call site) were the largest part of a DQN build, about 0.15 s of `dqn_cartpole`'s.
+        return FloatBox((self.units,), dtype=inputs.dtype, batch_rank=inputs.has_batch_rank,
+                        time_rank=inputs.has_time_rank, time_major=inputs.time_major)
+
+    @graph_fn(output_spaces=_output_space)
     def _graph_fn_apply(self, F: Any, inputs: Any) -> Any:
         out = F.dense(inputs, self.kernel, self.bias if self.use_bias else None)
         return F.activation(self.activation)(out)

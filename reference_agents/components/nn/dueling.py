@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.graph import Component, api, graph_fn
+from harness.spaces import FloatBox, Space
 from reference_agents.components.common.arguments import check_positive_int
 from reference_agents.components.common import Dense
 
@@ -48,7 +49,12 @@ class DuelingHead(Component):
         """``(V(s) [B], A(s,.) [B,A])``: the two streams before they are combined."""
         return self._graph_fn_squeeze(self.value.apply(inputs)), self.advantage.apply(inputs)
 
-    @graph_fn
+    def _combined_space(self, value: Space, advantages: Space) -> Space:
+        # declared (as `Dense` declares its own), so the build runs no sample inputs through the combination
+        return FloatBox((self.num_actions,), dtype=advantages.dtype, batch_rank=advantages.has_batch_rank,
+                        time_rank=advantages.has_time_rank, time_major=advantages.time_major)
+
+    @graph_fn(output_spaces=_combined_space)
     def _graph_fn_combine(self, F: Any, value: Any, advantages: Any) -> Any:
         return value + advantages - F.reduce_mean(advantages, axis=-1, keepdims=True)
 

@@ -37,7 +37,7 @@ class BuildProfile:
     variable_creation: float = 0.0
     op_creation: float = 0.0
     components: int = 0
-    graph_fn_calls: int = 0
+    graph_fn_calls: int = 0   # graph functions run on sample inputs to infer their output spaces (declared ones are not)
     variables: int = 0
     host_steps: int = 0   # graph-function steps some API method runs on the host (`harness.graph.steps.host_step`)
 

@@ -17,6 +17,7 @@ import time
 
 from harness.backends.torch.tracing import TracedApi
 from harness.measure.machine import configure_threads
+from harness.measure.timing import interleaved
 from reference_agents.agents import DQNAgent
 from spacegraph.reports import sampling_overhead
 
@@ -58,20 +59,20 @@ def instrument(contender) -> dict[str, int]:
 
 def split(contenders: dict, rounds: int = 7, steps: int = 10_000) -> dict[str, tuple[float, float, float]]:
     """Per contender ``(total, env, act)`` microseconds per lockstep step: the fastest of ``rounds`` interleaved
-    rounds (the contenders take turns, so a change in the host's speed reaches them alike)."""
+    rounds (the contenders take turns, in reversed order every other round: `harness.measure.timing.interleaved`,
+    so a change in the host's speed reaches them alike)."""
     spent = {name: instrument(c) for name, c in contenders.items()}
     for c in contenders.values():
         c.chunk(2000)
     best: dict[str, tuple[float, float, float]] = {}
-    for _ in range(rounds):
-        for name, contender in contenders.items():
-            spent[name]["env"] = spent[name]["act"] = 0
-            t = time.perf_counter_ns()
-            done, _ = contender.chunk(steps)
-            total = time.perf_counter_ns() - t
-            lockstep = done / NUM_ENVS * 1e3
-            run = (total / lockstep, spent[name]["env"] / lockstep, spent[name]["act"] / lockstep)
-            best[name] = min(best.get(name, run), run)
+    for name in interleaved(list(contenders), rounds):
+        spent[name]["env"] = spent[name]["act"] = 0
+        t = time.perf_counter_ns()
+        done, _ = contenders[name].chunk(steps)
+        total = time.perf_counter_ns() - t
+        lockstep = done / NUM_ENVS * 1e3
+        run = (total / lockstep, spent[name]["env"] / lockstep, spent[name]["act"] / lockstep)
+        best[name] = min(best.get(name, run), run)
     return best
 
 

@@ -9,11 +9,14 @@ import sys
 import time
 from typing import Any, Callable
 
-from reference_agents.training.apex import APEX_STATE
+# Nothing of Ape-X is imported at the top: `spacegraph train` asks `wants_apex` on every run, and the Ape-X
+# modules (the driver, the actor executors) cost about 25 ms of a DQN or IMPALA run's start-up.
 
 
 def is_apex_run(directory: str) -> bool:
     """Whether a run directory holds an Ape-X checkpoint."""
+    from reference_agents.training.apex import APEX_STATE
+
     return any(os.path.exists(os.path.join(directory, d, APEX_STATE)) for d in ("checkpoint", "checkpoint.old"))
 
 

@@ -7,6 +7,12 @@ import os
 import sys
 from typing import Any
 
+#: Modules that only TensorFlow's legacy internal Keras (``tensorflow.python.keras``, which its
+#: ``feature_column`` API loads; not ``tf.keras``, which is Keras 3) imports while TensorFlow loads, each
+#: import in a ``try: ... except ImportError`` (``h5py`` for HDF5 model files, ``scipy`` for
+#: ``scipy.sparse.issparse``). TensorFlow 2.21's import spends about 0.1 s of its ~2.2 s on them here.
+_LEGACY_KERAS_OPTIONAL = ("h5py", "scipy")
+
 #: The modules whose parent folders TensorFlow 2.21's ``__init__`` puts in front of ``tensorflow.__path__``
 #: (so that ``tensorflow.keras`` imports resolve), in the order they end up there.
 _KERAS_PATH_MODULES = {False: ("keras.api._v2.keras", "keras._tf_keras.keras"),
@@ -39,6 +45,14 @@ def import_tensorflow() -> Any:
     TensorFlow could not find for ``tensorflow.keras`` imports (None in ``tensorflow.__path__``)
     are put back. When TensorFlow or Keras is loaded already, this is a plain import.
 
+    The same way, ``h5py`` and ``scipy`` (`_LEGACY_KERAS_OPTIONAL`), when not loaded yet, are
+    not importable while TensorFlow loads: only TensorFlow's deprecated internal copy of Keras
+    (``tensorflow.python.keras``, not ``tf.keras``) asks for them, and it takes them as not
+    installed (it then cannot write HDF5 files nor take ``scipy.sparse`` inputs). Afterwards
+    they import as usual. TensorFlow's own guard for h5py (``HDF5_PLUGIN_PATH=disable``) is set
+    by TensorFlow before its attempt, so a later ``import h5py`` has it too. While TensorFlow
+    loads, another thread importing any of these modules gets an ImportError.
+
     Returns:
         The ``tensorflow`` module.
     """
@@ -46,12 +60,17 @@ def import_tensorflow() -> Any:
         import tensorflow
 
         return tensorflow
-    sys.modules["keras"] = None  # type: ignore[assignment]  # `import keras...` raises ImportError meanwhile
+    # `import keras...` raises ImportError meanwhile, and so do the legacy internal Keras's optional imports
+    # of modules not loaded yet (one loaded already is left alone: its module stays in use)
+    blocked = ["keras", *(name for name in _LEGACY_KERAS_OPTIONAL if name not in sys.modules)]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]
     try:
         import tensorflow
     finally:
-        if "keras" in sys.modules and sys.modules["keras"] is None:
-            del sys.modules["keras"]
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
     path = getattr(tensorflow, "__path__", None)
     if path is not None:  # the folders TensorFlow looked up while Keras was blocked, as it finds them now
         legacy = os.environ.get("TF_USE_LEGACY_KERAS", None) in ("true", "True", "1")

@@ -13,7 +13,9 @@
   hand-written act of the loop (its own cost without the framework's act); on PyTorch, also the worker
   acting through an agent whose ``act`` is traced (``execution.trace: [act]``, own rows);
 - start-up: seconds to the first progress line of ``spacegraph train dqn_cartpole``
-  (`startup_time`), the median of ``--repeats`` fresh processes.
+  (`startup_time`), the median of ``STARTUP_PAIRS`` fresh processes per repeat, each paired with a
+  fresh process importing the framework alone (`import_seconds`, taken right before or after it);
+  the per-pair differences give the framework's own start-up, after the import.
 
 Each act/update measurement is repeated ``--repeats`` times to show the spread; the load
 average at start and end is recorded (the machine is shared).
@@ -33,6 +35,8 @@ from typing import Any
 TARGETS = {"act": 0.95, "update": 0.9, "sampling": 0.85, "startup_s": 3.0}
 #: The sampling comparison's points: config and numbers of environments.
 SAMPLING_POINTS = {"cartpole": (1, 4, 16), "pong": (1, 4, 16)}
+#: Start-up and import-alone pairs per repeat (`measure`): the start-up rows are medians over all pairs.
+STARTUP_PAIRS = 3
 #: The update's networks (`update_overhead.CONFIGS`) with their row labels.
 UPDATE_NETWORKS = {"cartpole": "CartPole MLP", "nature": "Nature CNN (Pong frames)"}
 
@@ -72,8 +76,15 @@ def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, secon
                     if point["worker_traced_over_direct"] is not None:  # PyTorch only
                         sampling[f"{config}-{n}"][b]["traced_act"].append(point["worker_traced_over_direct"])
         for b in backends:
-            startup[b].append(first_progress_seconds(b))
-            imports[b].append(import_seconds(b))
+            # start-up and the import alone in pairs, taken one right after the other (in turn first), so that
+            # each pair's difference, the framework's own start-up, sees the host at about one speed
+            for i in range(STARTUP_PAIRS):
+                if i % 2:
+                    imports[b].append(import_seconds(b))
+                    startup[b].append(first_progress_seconds(b))
+                else:
+                    startup[b].append(first_progress_seconds(b))
+                    imports[b].append(import_seconds(b))
             if b in imports_plain:
                 imports_plain[b].append(import_seconds(b, plain=True))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -111,6 +122,12 @@ def _cell(values: list[float], target: float, higher_is_better: bool = True) -> 
     met = med >= target if higher_is_better else med <= target
     spread = f" ({min(values):.2f}-{max(values):.2f})" if len(values) > 1 else ""
     return f"{med:.2f}{spread} {'met' if met else 'NOT met'}"
+
+
+def _spread(values: list[float]) -> str:
+    """The median of ``values`` with their min-max in brackets (no target)."""
+    spread = f" ({min(values):.2f}-{max(values):.2f})" if len(values) > 1 else ""
+    return f"{statistics.median(values):.2f}{spread}"
 
 
 def _hand(by_backend: dict[str, list[float]]) -> str:
@@ -167,6 +184,11 @@ def markdown(r: dict[str, Any]) -> str:
                      + " | ".join(f"{statistics.median(r['imports'][b]):.2f}"
                                   + (f" [{statistics.median(plain[b]):.2f}]" if plain.get(b) else "")
                                   for b in backends) + " |")
+        if all(len(r["imports"][b]) == len(r["startup"][b]) for b in backends):
+            lines.append("| of which: after the import (start-up minus the import alone, per pair taken one right "
+                         "after the other) (s) | - | "
+                         + " | ".join(_spread([s - i for s, i in zip(r["startup"][b], r["imports"][b])])
+                                      for b in backends) + " |")
     lines += ["", "Not measured here: wall-clock to solved against RLlib (`reports/dqn_learning_vs_rllib.md`). "
               "Sampling: the worker acting through the framework, not observing, against a hand-written loop "
               "doing the same (the Q-network called directly, epsilon-greedy in NumPy, the same `VectorEnv`); "

@@ -51,3 +51,57 @@ def test_the_backend_package_and_an_earlier_keras_import():
     keras_first = _run("import keras\nfrom harness.backends.tf_import import import_tensorflow\n"
                        "import_tensorflow()\n")  # Keras loaded already: a plain import, Keras untouched
     assert keras_first["keras_after_tf"] is True and None not in keras_first["path"]
+
+
+_OPTIONAL_REPORT = """
+import json, os, sys
+loaded = {name: name in sys.modules for name in NAMES}  # after the prelude imported TensorFlow
+import importlib
+modules = {name: importlib.import_module(name).__name__ for name in NAMES}
+if "scipy" in NAMES:
+    import scipy.sparse
+    modules["scipy.sparse"] = scipy.sparse.__name__
+print(json.dumps({"loaded": loaded, "modules": modules, "hdf5_plugins": os.environ.get("HDF5_PLUGIN_PATH"),
+                  "x": float(__import__("tensorflow").reduce_sum([1., 2.]))}))
+"""
+
+
+def _installed_optional() -> list[str]:
+    from harness.backends.tf_import import _LEGACY_KERAS_OPTIONAL
+
+    return [name for name in _LEGACY_KERAS_OPTIONAL if importlib.util.find_spec(name) is not None]
+
+
+def _run_optional(prelude: str, names: list[str]) -> dict:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("HDF5_PLUGIN_PATH", None)
+    code = f"NAMES = {names!r}\n" + prelude + _OPTIONAL_REPORT
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_legacy_keras_optional_modules_are_not_loaded_and_import_afterwards():
+    names = _installed_optional()
+    if not names:
+        pytest.skip("neither h5py nor scipy is installed: nothing to leave out")
+    plain = _run_optional("import tensorflow\n", names)
+    assert all(plain["loaded"].values()), f"a plain TensorFlow import no longer loads {plain['loaded']}: moot"
+    ours = _run_optional("from harness.backends.tf_import import import_tensorflow\nimport_tensorflow()\n", names)
+    assert not any(ours["loaded"].values()), f"import_tensorflow let TensorFlow load {ours['loaded']}"
+    assert ours["modules"] == plain["modules"] and ours["x"] == plain["x"] == 3.0
+    # TensorFlow sets its HDF5 guard before it tries h5py: a later h5py import runs under it too
+    if "h5py" in names:
+        assert ours["hdf5_plugins"] == plain["hdf5_plugins"] == "disable"
+
+
+def test_an_optional_module_loaded_before_tensorflow_is_left_in_place():
+    names = _installed_optional()
+    if not names:
+        pytest.skip("neither h5py nor scipy is installed")
+    first = names[0]
+    prelude = (f"import {first}\nbefore = sys.modules[{first!r}]\n"
+               "from harness.backends.tf_import import import_tensorflow\nimport_tensorflow()\n"
+               f"assert sys.modules[{first!r}] is before\n")
+    report = _run_optional("import sys\n" + prelude, names)
+    assert report["loaded"][first] is True and report["modules"][first] == first

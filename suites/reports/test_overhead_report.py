@@ -36,3 +36,14 @@ def test_the_header_says_whether_the_code_measured_had_uncommitted_changes():
     assert ("Commit `abc1234` with uncommitted changes (harness/execution/executor.py, spacegraph/x.py), CPU only"
             in markdown(dirty))
     assert "Commit `abc1234` (git status unknown), CPU only" in markdown(dict(clean, uncommitted=None))
+
+
+def test_after_the_import_is_the_median_of_the_per_pair_differences():
+    # pairs (start-up, import): differences 0.5, 0.3, 0.9 -> median 0.5; the medians' difference would be 0.4
+    paired = dict(_result(0.95), startup={"tf": [3.0, 2.5, 3.1], "torch": [1.5, 1.6, 1.7]},
+                  imports={"tf": [2.5, 2.2, 2.2], "torch": [1.4, 1.4, 1.4]})
+    text = markdown(paired)
+    assert "per pair taken one right after the other) (s) | - | 0.50 (0.30-0.90) | 0.20 (0.10-0.30) |" in text
+    assert "first progress line (s) | <= 3.0 | 3.00 (2.50-3.10) met | 1.60 (1.50-1.70) met |" in text
+    # a result whose lists are not pairs (older reports) gets no such row
+    assert "per pair" not in markdown(dict(paired, imports={"tf": [2.2], "torch": [1.4]}))

@@ -47,3 +47,16 @@ def test_after_the_import_is_the_median_of_the_per_pair_differences():
     assert "first progress line (s) | <= 3.0 | 3.00 (2.50-3.10) met | 1.60 (1.50-1.70) met |" in text
     # a result whose lists are not pairs (older reports) gets no such row
     assert "per pair" not in markdown(dict(paired, imports={"tf": [2.2], "torch": [1.4]}))
+
+
+def test_import_seconds_stops_at_the_import_and_names_a_failed_one(monkeypatch):
+    import pytest
+
+    from spacegraph.reports import overhead
+
+    # the child would sleep 30 s at its exit: the time is taken when it says its import is done
+    monkeypatch.setitem(overhead._IMPORTS, "torch", "import json, atexit, time; atexit.register(time.sleep, 30)")
+    assert 0.0 < overhead.import_seconds("torch") < 30.0
+    monkeypatch.setitem(overhead._IMPORTS, "torch", "import no_such_module_here")
+    with pytest.raises(RuntimeError, match="(?s)no_such_module_here.*did not finish its import.*ModuleNotFoundError"):
+        overhead.import_seconds("torch")

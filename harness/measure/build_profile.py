@@ -85,7 +85,8 @@ def format_profile(result: dict[str, Any]) -> str:
         ("build total", m["build_total_s"]), ("framework overhead (assembly + build overhead)", m["framework_overhead_s"]),
     ]
     lines = [f"backend {result['backend']}: median of {result['repeats']} builds, "
-             f"{int(m['components'])} components, {int(m['graph_fn_calls'])} graph-fn calls, {int(m['variables'])} variables"]
+             f"{int(m['components'])} components, {int(m['graph_fn_calls'])} graph-function steps run on samples to "
+             f"infer their outputs, {int(m['variables'])} variables"]
     lines += [f"  {name:<48} {value * 1e3:9.2f} ms" for name, value in rows]
     lines += ["API:"] + ["  " + line for line in result["api_table"].splitlines()]
     return "\n".join(lines)

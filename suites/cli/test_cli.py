@@ -24,6 +24,8 @@ def test_build_profile_prints_phases_and_api_table(capsys, backend):
                  "--backend", backend, "--profile", "--repeats", "2"]) == 0
     out = capsys.readouterr().out
     assert f"backend {backend}: median of 2 builds, 7 components" in out
+    # the stack's only steps are Dense.apply, which declares its output spaces: none runs on samples
+    assert ", 0 graph-function steps run on samples to infer their outputs, " in out
     for phase in ("assembly", "build overhead", "backend variable creation", "backend op creation",
                   "framework overhead"):
         assert phase in out

@@ -10,7 +10,8 @@ from typing import Any
 #: Modules that only TensorFlow's legacy internal Keras (``tensorflow.python.keras``, which its
 #: ``feature_column`` API loads; not ``tf.keras``, which is Keras 3) imports while TensorFlow loads, each
 #: import in a ``try: ... except ImportError`` (``h5py`` for HDF5 model files, ``scipy`` for
-#: ``scipy.sparse.issparse``). TensorFlow 2.21's import spends about 0.1 s of its ~2.2 s on them here.
+#: ``scipy.sparse.issparse``, which brings in ``numpy.f2py`` too). Leaving them out made TF start-up about 0.2 s
+#: shorter here (paired runs, of a ~2.2 s import).
 _LEGACY_KERAS_OPTIONAL = ("h5py", "scipy")
 
 #: The modules whose parent folders TensorFlow 2.21's ``__init__`` puts in front of ``tensorflow.__path__``

@@ -107,38 +107,27 @@ def import_seconds(backend: str, plain: bool = False) -> float:
 
     TensorFlow is imported as spacegraph imports it (`harness.backends.tf_import.import_tensorflow`),
     or with a plain ``import tensorflow`` when ``plain``. The time is taken when the child says the import
-    is done, as `startup_time` takes start-up at the first progress line: the interpreter's exit after it
-    (TensorFlow's teardown, 0.1-0.5 s here) is not counted on either side.
+    is done (`startup_time.seconds_until_output`), as start-up is taken at the first progress line: the
+    interpreter's exit after it (TensorFlow's teardown, 0.1-0.5 s here) is not counted on either side.
 
     Raises:
         RuntimeError: when the child ends before its import is done (with its stderr).
     """
     import sys
 
-    code = (_PLAIN_IMPORTS if plain else _IMPORTS)[backend] + "; print('imported', flush=True)"
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    try:
-        line = proc.stdout.readline()  # (blocks until the import is done or the child ends)
-        seconds = time.perf_counter() - start
-        if line.strip() != b"imported":
-            proc.kill()
-            raise RuntimeError(f"import_seconds({backend!r}): {code!r} did not finish its import (exit "
-                               f"{proc.wait(timeout=30)}): {proc.stderr.read().decode(errors='replace')[-2000:]}")
-        return seconds
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-        proc.stdout.close()
-        proc.stderr.close()
+    from spacegraph.reports.startup_time import seconds_until_output
+
+    code = (_PLAIN_IMPORTS if plain else _IMPORTS)[backend]
+    said = "; import sys; print('spacegraph: imported', file=sys.stderr, flush=True)"
+    return seconds_until_output([sys.executable, "-c", code + said], b"spacegraph: imported",
+                                f"import_seconds({backend!r}): {code!r} did not finish its import",
+                                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
 
 
 def _cell(values: list[float], target: float, higher_is_better: bool = True) -> str:
     med = statistics.median(values)
     met = med >= target if higher_is_better else med <= target
-    spread = f" ({min(values):.2f}-{max(values):.2f})" if len(values) > 1 else ""
-    return f"{med:.2f}{spread} {'met' if met else 'NOT met'}"
+    return f"{_spread(values)} {'met' if met else 'NOT met'}"
 
 
 def _spread(values: list[float]) -> str:

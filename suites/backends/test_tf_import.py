@@ -27,9 +27,10 @@ print(json.dumps({"keras_after_tf": keras_after_tf, "path": path, "layers": laye
 """
 
 
-def _run(prelude: str) -> dict:
+def _run(prelude: str, report: str = _REPORT) -> dict:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, "-c", prelude + _REPORT], capture_output=True, text=True, timeout=180,
+    env.pop("HDF5_PLUGIN_PATH", None)  # (what TensorFlow's import sets it to is checked below)
+    done = subprocess.run([sys.executable, "-c", prelude + report], capture_output=True, text=True, timeout=180,
                           env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -73,12 +74,7 @@ def _installed_optional() -> list[str]:
 
 
 def _run_optional(prelude: str, names: list[str]) -> dict:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    env.pop("HDF5_PLUGIN_PATH", None)
-    code = f"NAMES = {names!r}\n" + prelude + _OPTIONAL_REPORT
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return _run(f"NAMES = {names!r}\n" + prelude, _OPTIONAL_REPORT)
 
 
 def test_the_legacy_keras_optional_modules_are_not_loaded_and_import_afterwards():

@@ -52,5 +52,17 @@ class CrashingCartPole(gymnasium.Wrapper):
         return self.env.step(action)
 
 
+def make_crashing_cartpole(**kwargs: Any) -> CrashingCartPole:
+    """``CrashingCartPole(**kwargs)``: the registered entry point.
+
+    A function, not the class: ``gymnasium.make`` reads an entry point's ``metadata``, and on a
+    ``gymnasium.Wrapper`` subclass that is a property (read on the class, a property object), which gymnasium
+    1.2 (the version RLlib 2.60 pins, so ``pip install '.[all]'`` or ``'.[peers]'`` gets it) refuses as
+    invalid metadata. A function has none to check.
+    """
+    return CrashingCartPole(**kwargs)
+
+
 if CRASHING_CARTPOLE not in gymnasium.registry:
-    gymnasium.register(CRASHING_CARTPOLE, entry_point=CrashingCartPole)   # (CartPole-v1 inside: its 500-step limit)
+    # (CartPole-v1 inside: its 500-step limit)
+    gymnasium.register(CRASHING_CARTPOLE, entry_point=make_crashing_cartpole)

@@ -85,3 +85,29 @@ def host_steps_of(trace: ApiTrace, host_fns: dict[int, Callable] | None) -> set[
     if not host_fns or trace.records:
         return set()
     return {id(step) for step in trace.steps if id(step) in host_fns}
+
+
+def unused_args(trace: ApiTrace) -> tuple[str, ...]:
+    """The root arguments of ``trace`` that no step reads and no output is, in declaration order.
+
+    A method can take an argument its chain never reads: ``act(states, time_step)`` of an agent whose
+    exploration rate is constant reads no time step (`EpsilonGreedy.explore` takes the constant instead).
+    """
+    used: set[int] = set()
+
+    def visit(value: Any) -> None:
+        if isinstance(value, Record):
+            used.add(value.id)
+        elif isinstance(value, dict):
+            for v in value.values():
+                visit(v)
+        elif isinstance(value, (tuple, list)):
+            for v in value:
+                visit(v)
+
+    for step in trace.steps:
+        for arg in step.args:
+            visit(arg)
+    visit(trace.outputs)
+    return tuple(arg for arg, rec in trace.args.items() if rec.id not in used)
+

@@ -174,10 +174,11 @@ class WorkerContender:
 
 
 class HandActingAgent:
-    """What a `VectorEnvWorker` calls on an agent to act (``get_actions``, ``state_space``, ``config``), answered by
-    hand-written code: the agent's Q-network written directly on its backend (`q_network_by_hand`) and
-    epsilon-greedy in NumPy (``epsilon`` fixed). The worker acting through it costs what the worker itself
-    costs (its stepping and bookkeeping) without the framework's act; `DirectLoopContender` acts through it too.
+    """What a `VectorEnvWorker` calls on an agent to act (``get_actions``, ``state_space``, ``action_space``,
+    ``config``), answered by hand-written code: the agent's Q-network written directly on its backend
+    (`q_network_by_hand`) and epsilon-greedy in NumPy (``epsilon`` fixed). The worker acting through it costs what
+    the worker itself costs (its stepping and bookkeeping) without the framework's act; `DirectLoopContender`
+    acts through it too. It declares the agent's action space, as the agent does, so the worker treats both alike.
 
     Args:
         agent: a built `DQNAgent` (its weights are copied once).
@@ -188,7 +189,8 @@ class HandActingAgent:
 
     def __init__(self, agent: Any, num_actions: int, epsilon: float = HAND_EPSILON, seed: int = 0) -> None:
         self.q_values = q_network_by_hand(agent)
-        self.state_space, self.config = agent.state_space, agent.config
+        # the agent's action space: every action drawn here is in it (argmax over its actions, uniform draws of them)
+        self.state_space, self.action_space, self.config = agent.state_space, agent.action_space, agent.config
         self.n_step, self.gamma = agent.n_step, agent.gamma  # what a folding worker asks the agent for
         self.num_actions, self.epsilon = int(num_actions), float(epsilon)
         self.rng = np.random.default_rng(seed)

@@ -179,3 +179,92 @@ def test_value_and_grad_through_a_helper_without_gradients_says_what_to_declare(
     ex = GraphExecutor(_OwnLoss(through_helper=True), {"x": "float32[B,3]"}, "torch", seed=0)
     with pytest.raises(ExecutionError, match=r"'fit'.*declare @graph_fn\(gradients=True\)"):
         ex.execute("fit", np.ones((2, 3), np.float32))
+
+
+class _Unused(Component):
+    """``scale(x, ignored)`` reads only ``x``; ``echo(x, y)`` returns ``y`` as it is (an output is a use)."""
+
+    spec_exempt = "test fixture"
+
+    def __init__(self) -> None:
+        super().__init__(scope="unused")
+
+    @api
+    def scale(self, x, ignored):
+        return self._graph_fn_double(x)
+
+    @api
+    def echo(self, x, y):
+        return self._graph_fn_double(x), y
+
+    @graph_fn
+    def _graph_fn_double(self, F, x):
+        return x * 2.0
+
+
+@pytest.mark.parametrize("backend", selected_backends())
+def test_an_argument_no_step_reads_is_not_converted_unless_validating(backend):
+    from harness.execution.executor import GraphExecutor
+    from harness.graph.chain import unused_args
+    from harness.graph.errors import InputValidationError
+
+    spaces = {"x": "float32[B,2]", "ignored": "int64[]", "y": "float32[B,2]"}
+    x = np.array([[1.0, -2.0]], np.float32)
+    fast = GraphExecutor(_Unused(), spaces, backend, seed=0, validate=False)
+    assert unused_args(fast.assembly.traces["scale"]) == ("ignored",)
+    assert unused_args(fast.assembly.traces["echo"]) == ()
+    # any value passes where nothing reads it (it is not looked at), and the results are those of a fitting one
+    for value in (np.int64(3), "not a time step", np.zeros((4, 4))):
+        np.testing.assert_array_equal(fast.execute("scale", x, value), 2 * x)
+    out, echoed = fast.execute("echo", x, x + 1)
+    np.testing.assert_array_equal(echoed, x + 1)
+    with pytest.raises(ExecutionError, match=r"echo\(y\): shape \(3,\) does not fit"):
+        fast.execute("echo", x, np.zeros(3, np.float32))   # an argument that is read is still converted
+    with pytest.raises(ExecutionError, match=r"takes 2 input\(s\)"):
+        fast.execute("scale", x, 1, 2)                    # and the arity is still checked
+    checked = GraphExecutor(_Unused(), spaces, backend, seed=0, validate=True)
+    np.testing.assert_array_equal(checked.execute("scale", x, np.int64(3)), 2 * x)
+    with pytest.raises(InputValidationError, match=r"scale\(ignored\)"):
+        checked.execute("scale", x, np.zeros((4, 4)))
+
+
+def test_a_constant_exploration_rate_leaves_the_time_step_of_act_unread():
+    pytest.importorskip("torch")
+    from harness.graph.chain import unused_args
+    from reference_agents.agents import DQNAgent
+    from spacegraph.reports.sampling_contenders import CARTPOLE_CONFIG, load_config
+
+    cfg = load_config(CARTPOLE_CONFIG)
+    linear = DQNAgent(cfg, backend="torch", seed=0)
+    assert unused_args(linear.executor.assembly.traces["act"]) == ()
+    cfg["exploration"] = {"type": "constant", "value": 0.25}
+    constant = DQNAgent(cfg, backend="torch", seed=0)
+    assert unused_args(constant.executor.assembly.traces["act"]) == ("time_step",)
+
+
+def test_torch_small_outputs_leave_as_numpy_copies_equal_to_numpy():
+    """`TorchBackend.to_numpy` takes small outputs through ``tolist``: the same dtype, shape and bits as
+    ``numpy()``, in an array of its own, for every dtype it takes that way; larger and empty ones as before."""
+    torch = pytest.importorskip("torch")
+    from harness.backends.torch.backend import SMALL_OUTPUT, TorchBackend
+
+    backend = TorchBackend(0)
+    rng = np.random.default_rng(0)
+    cases = []
+    for dtype in (np.float64, np.float32, np.float16):
+        info = np.finfo(dtype)
+        extremes = [np.nan, -0.0, np.inf, -np.inf, info.max, info.min, info.tiny, info.smallest_subnormal, 0.1]
+        cases += [np.array(extremes, dtype), np.array(-0.0, dtype), rng.normal(size=(2, 3)).astype(dtype)]
+    for dtype in (np.int64, np.int32, np.int16, np.int8, np.uint8):
+        info = np.iinfo(dtype)
+        cases += [np.array([info.min, info.max, 0, 1], dtype), np.array(info.max, dtype)]
+    cases += [np.array([True, False]), np.array(True), np.zeros((0, 3), np.float32), np.zeros((4, 0), np.int64),
+              rng.normal(size=SMALL_OUTPUT + 1).astype(np.float32), np.arange(SMALL_OUTPUT, dtype=np.int64)]
+    for value in cases:
+        tensor = torch.from_numpy(value.copy())
+        out = backend.to_numpy(tensor)
+        assert out.dtype == value.dtype and out.shape == value.shape, (value.dtype, value.shape, out.dtype, out.shape)
+        assert out.tobytes() == value.tobytes(), value      # the same bits (NaN, -0.0 and the extremes too)
+        if value.size:
+            tensor.view(-1)[0] = 1                           # a copy: the tensor's later changes do not reach it
+            assert out.tobytes() == value.tobytes()

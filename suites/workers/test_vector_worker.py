@@ -486,3 +486,24 @@ def test_a_reset_observation_of_another_shape_is_named_by_the_vector_env():
                                          r"its row of the batch has shape \(2,\)"):
         for _ in range(3):
             envs.step([0, 0])
+
+
+def test_an_agent_declaring_the_env_action_space_is_held_to_it_once_unless_validating(cartpole_agent):
+    """Without validate, the actions of an agent that declares the environment's own action space are not checked
+    on every step (the reference agents' act graphs give actions of that space by construction); validate checks
+    them, and an agent declaring another space (or none) is checked on every step either way."""
+    from harness.spaces import IntBox
+
+    def agent(space):
+        fake = cartpole_agent(policy=lambda s, k: np.full(len(s), 5, np.int64))   # always out of range
+        fake.action_space = space
+        return fake
+
+    for space, validate in ((IntBox(2), True), (IntBox(6), False), (None, False)):
+        worker = VectorEnvWorker(agent(space), "CartPole-v1", num_envs=2, update=False, validate=validate)
+        with pytest.raises(ValueError, match=r"outside the action space int64\[\]\(0,1\) of .CartPole-v1. at worker "
+                                             r"step 0 \(envs \[0, 1\], actions \[5, 5\]\)"):
+            worker.run(num_steps=2)
+    trusted = VectorEnvWorker(agent(IntBox(2)), "CartPole-v1", num_envs=2, update=False, validate=False)
+    with pytest.raises(AssertionError, match="invalid"):   # CartPole's own check: the worker passed them on
+        trusted.run(num_steps=2)

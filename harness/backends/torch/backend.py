@@ -18,6 +18,14 @@ from harness.spaces import Space
 _TF_STYLE = re.compile(r"^/?(?:device:)?(cpu|gpu|cuda)(?::(\d+))?$", re.IGNORECASE)
 
 
+#: Outputs of at most this many elements leave `TorchBackend.to_numpy` through ``tolist`` (see there).
+SMALL_OUTPUT = 16
+#: The torch dtypes whose every value a Python number holds exactly, with their NumPy dtypes.
+_EXACT_IN_PYTHON = {torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16,
+                    torch.int64: np.int64, torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8,
+                    torch.uint8: np.uint8, torch.bool: np.bool_}
+
+
 def torch_device(device: str) -> torch.device:
     """A `torch.device` from a torch name (``"cpu"``, ``"cuda:0"``) or a TF-style one (``"/gpu:0"``)."""
     m = _TF_STYLE.match(device)
@@ -79,6 +87,13 @@ class TorchBackend(Backend):
         # later API calls change; a CPU tensor's .numpy() would alias it.
         # is_cpu: ~0.07 us a call against ~0.5 us for device.type (which builds a device object), on every output
         if tensor.is_cpu and not tensor.requires_grad:
+            # A small output (a batch of actions, a loss) leaves as Python numbers, in the same dtype and shape:
+            # measured inside a 1-env CartPole worker, ``numpy().copy()`` of a fresh one-element tensor cost about
+            # 7 us a step more than ``tolist``, though about 1 us more alone. Empty tensors take the NumPy path
+            # (``tolist`` would lose their shape).
+            dtype = _EXACT_IN_PYTHON.get(tensor.dtype)
+            if dtype is not None and 0 < tensor.numel() <= SMALL_OUTPUT:
+                return np.array(tensor.tolist(), dtype)
             return tensor.numpy().copy()
         return tensor.detach().cpu().numpy().copy()
 

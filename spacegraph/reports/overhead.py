@@ -8,8 +8,8 @@
 - update: hand/framework time of one DQN update at batch 32, CartPole's MLP and Pong's Nature CNN
   (`update_overhead`, interleaved rounds, median of the CPU-time rates);
 - sampling: frames/CPU-s of our worker acting (not observing) over the same vector environment stepped
-  by a hand-written loop calling the same Q-network (`sampling_overhead`), CartPole and Pong at 1, 4
-  and 16 environments; the worker observing too is shown beside it, and the worker acting through the
+  by a hand-written loop calling the same Q-network (`sampling_overhead`, interleaved rounds, median of
+  the per-round CPU-time ratios), CartPole and Pong at 1, 4 and 16 environments; the worker observing too is shown beside it, and the worker acting through the
   hand-written act of the loop (its own cost without the framework's act); on PyTorch, also the worker
   acting through an agent whose ``act`` is traced (``execution.trace: [act]``, own rows);
 - start-up: seconds to the first progress line of ``spacegraph train dqn_cartpole``
@@ -156,7 +156,7 @@ def markdown(r: dict[str, Any]) -> str:
              f"Commit `{r['commit']}`{_tree(r)}, CPU only, 1 framework thread, the shared 2-core dev VM; "
              f"load average {r['load_before'][0]:.1f} at start, {r['load_after'][0]:.1f} at the end "
              f"({r['minutes']:.1f} min). Every figure is the median of {r['repeats']} repeats "
-             "(min-max in brackets); act and update ratios are medians of interleaved rounds of CPU time "
+             "(min-max in brackets); act, update and sampling ratios are medians of interleaved rounds of CPU time "
              f"({r['seconds']} s per contender).", "",
              "| measure | target | " + " | ".join(backends) + " |", "|---|---|" + "---|" * len(backends)]
     first = backends[0]

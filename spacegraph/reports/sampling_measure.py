@@ -43,10 +43,11 @@ def time_contenders(contenders: dict[str, Any], seconds: float, rounds: int, chu
     insensitive to other processes competing for the cores) and on the wall clock.
 
     Returns:
-        ``{name: {"frames_per_cpu_s" (best round), "frames_per_cpu_s_median", "frames_per_s" (wall clock,
-        best round), "frames_per_s_median", "steps", "frames", "seconds", "cpu_seconds", "chunk_steps",
-        "frames_per_step"}}``, plus ``"breakdown"`` (CPU-time shares) for contenders that account for
-        their time (`WorkerContender`).
+        ``{name: {"frames_per_cpu_s" (best round), "frames_per_cpu_s_median", "frames_per_cpu_s_rounds" (each
+        round's, in round order: round ``r`` of every contender ran within the same pass over them),
+        "frames_per_s" (wall clock, best round), "frames_per_s_median", "steps", "frames", "seconds",
+        "cpu_seconds", "chunk_steps", "frames_per_step"}}``, plus ``"breakdown"`` (CPU-time shares) for
+        contenders that account for their time (`WorkerContender`).
     """
     chunks = {name: calibrate_chunk(c, chunk_seconds, warmup_seconds) for name, c in contenders.items()}
     for contender in contenders.values():
@@ -64,6 +65,7 @@ def time_contenders(contenders: dict[str, Any], seconds: float, rounds: int, chu
             totals[name][i] += value
     out = {name: {"frames_per_cpu_s": max(per_round[name]["cpu"]),
                   "frames_per_cpu_s_median": statistics.median(per_round[name]["cpu"]),
+                  "frames_per_cpu_s_rounds": list(per_round[name]["cpu"]),
                   "frames_per_s": max(per_round[name]["wall"]),
                   "frames_per_s_median": statistics.median(per_round[name]["wall"]),
                   "steps": totals[name][0], "frames": totals[name][1], "seconds": totals[name][2],

@@ -17,11 +17,15 @@ the same exploration rate (`comparable_config`), timed in interleaved rounds on 
   config's ``execution.trace: [act]``, a TorchScript graph per input shapes instead of step-by-step eager
   dispatch). On TF every API method is a ``tf.function`` graph already, so there is nothing to add.
 
-Ratios are each worker's frames per CPU-second over the direct loop's (medians over rounds).
+Ratios are each worker's frames per CPU-second over the direct loop's, taken per round and then the median over
+rounds (`paired_ratio`), as the act and update rows of the overhead report are: a round's two figures are taken
+one right after the other, so a change in the machine's speed between rounds moves both. (Before 2026-11-28
+evening the ratio was that of the two medians over rounds, which such changes moved.)
 """
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 #: The configs measured (the target for worker_act / direct, 0.85, is `overhead.TARGETS["sampling"]`).
@@ -107,9 +111,25 @@ def measure(backend: str, config: str, num_envs: int, seconds: float = 1.5, roun
         for contender in contenders.values():
             contender.close()
     rate = {name: timed[name]["frames_per_cpu_s_median"] for name in contenders}
+    rounds_of = {name: timed[name]["frames_per_cpu_s_rounds"] for name in contenders}
+
+    def over_direct(name: str) -> float | None:
+        return paired_ratio(rounds_of[name], rounds_of["direct"]) if name in rounds_of else None
+
     return {"backend": backend, "config": config, "num_envs": num_envs,
             "direct_frames_per_cpu_s": rate["direct"], "worker_act_frames_per_cpu_s": rate["worker_act"],
-            "worker_frames_per_cpu_s": rate["worker"], "worker_act_over_direct": rate["worker_act"] / rate["direct"],
-            "worker_over_direct": rate["worker"] / rate["direct"],
-            "worker_hand_over_direct": rate["worker_hand"] / rate["direct"],
-            "worker_traced_over_direct": rate["worker_traced"] / rate["direct"] if "worker_traced" in rate else None}
+            "worker_frames_per_cpu_s": rate["worker"], "worker_act_over_direct": over_direct("worker_act"),
+            "worker_over_direct": over_direct("worker"), "worker_hand_over_direct": over_direct("worker_hand"),
+            "worker_traced_over_direct": over_direct("worker_traced")}
+
+
+def paired_ratio(rates: list[float], baseline: list[float]) -> float:
+    """The median over rounds of ``rates[r] / baseline[r]`` (two contenders' rates, round by round).
+
+    Raises:
+        ValueError: when the two do not have the same, non-zero number of rounds.
+    """
+    if not rates or len(rates) != len(baseline):
+        raise ValueError(f"paired_ratio: needs the same number of rounds on both sides; got {len(rates)} and "
+                         f"{len(baseline)}")
+    return statistics.median(r / b for r, b in zip(rates, baseline))

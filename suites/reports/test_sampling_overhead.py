@@ -64,9 +64,7 @@ def test_the_direct_loop_steps_and_acts_greedily_at_epsilon_zero():
 def test_measure_gives_both_ratios_for_one_point():
     out = measure("torch", "cartpole", 2, seconds=0.2, rounds=2)
     assert out["direct_frames_per_cpu_s"] > 0 and out["worker_frames_per_cpu_s"] > 0
-    assert out["worker_act_over_direct"] == pytest.approx(out["worker_act_frames_per_cpu_s"]
-                                                          / out["direct_frames_per_cpu_s"])
-    assert out["worker_hand_over_direct"] > 0
+    assert out["worker_hand_over_direct"] > 0 and out["worker_traced_over_direct"] > 0
     with pytest.raises(ValueError, match="config must be one of"):
         measure("torch", "breakout", 1)
 
@@ -109,3 +107,30 @@ def test_both_sides_end_episodes_alike():
     finally:
         for contender in contenders.values():
             contender.close()
+
+
+def test_ratios_are_medians_of_per_round_ratios(monkeypatch):
+    """Each ratio pairs the two contenders round by round: a round in which the machine ran slow for both
+    (round 2 below) leaves the ratio alone, where the ratio of the two medians moved with it."""
+    from spacegraph.reports import sampling_measure, sampling_overhead
+
+    rounds = {"direct": [100.0, 50.0, 100.0], "worker_act": [90.0, 45.0, 30.0], "worker": [60.0, 30.0, 60.0],
+              "worker_hand": [95.0, 47.5, 95.0], "worker_traced": [80.0, 70.0, 85.0]}
+
+    def fake_time(contenders, **_):
+        assert set(contenders) == set(rounds)
+        return {name: {"frames_per_cpu_s_median": sorted(r)[1], "frames_per_cpu_s_rounds": r}
+                for name, r in rounds.items()}
+
+    closed = []
+    fakes = {name: type("C", (), {"close": lambda self, n=name: closed.append(n)})() for name in rounds}
+    monkeypatch.setattr(sampling_overhead, "make_contenders", lambda *a: fakes)
+    monkeypatch.setattr(sampling_measure, "time_contenders", fake_time)
+    out = sampling_overhead.measure("torch", "cartpole", 1)
+    assert out["worker_act_over_direct"] == pytest.approx(0.9)        # 0.9, 0.9, 0.3: not 45 / 100
+    assert out["worker_over_direct"] == pytest.approx(0.6)
+    assert out["worker_hand_over_direct"] == pytest.approx(0.95)
+    assert out["worker_traced_over_direct"] == pytest.approx(0.85)    # 0.8, 1.4, 0.85
+    assert out["worker_act_frames_per_cpu_s"] == 45.0 and sorted(closed) == sorted(rounds)
+    with pytest.raises(ValueError, match="same number of rounds"):
+        sampling_overhead.paired_ratio([1.0, 2.0], [1.0])

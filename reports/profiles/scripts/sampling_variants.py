@@ -1,0 +1,73 @@
+"""Where a PyTorch CartPole worker step goes beyond the hand-written loop's, inside the loop (issue 18).
+
+    OMP_NUM_THREADS=1 python reports/profiles/scripts/sampling_variants.py [N] [ROUNDS]
+
+The hand-written loop (`sampling_contenders.DirectLoopContender`) and the worker (`VectorEnvWorker`, not
+observing), each acting three ways: the loop's hand-written act (`HandActingAgent`), the agent's
+``get_actions`` with ``act`` traced (`sampling_overhead.traced_config`) and eager (``comparable_config``).
+So the loop with the framework's act shows what the act costs beside environment steps, and the worker
+with the hand-written act what the worker's own bookkeeping costs; neither shows alone what it costs in
+the loop (alone, the traced ``get_actions`` took 51 us against 55 us for the hand-written act, yet beside
+the steps it took longer). Interleaved rounds of process CPU time over N environments; printed: us per
+lockstep step (median over rounds) and the median of the per-round ratios to the loop with its own act.
+
+What it showed on the AMD host (1 env, 7 rounds; `reports/overhead_2026-11-28_amd_cuts.md` has the
+rounds after it): with ``numpy().copy()`` of each output the traced worker stood at 0.83-0.85 of the loop,
+with ``tolist`` (`TorchBackend.to_numpy` now, for up to 16 elements) at 0.90-0.91, though alone the two
+differ by about 1 us; the worker's per-step check of the actions was about 3 us of a step (1 us alone).
+"""
+
+import statistics
+import sys
+import time
+
+from harness.measure.machine import configure_threads
+
+
+def main(num_envs: int = 1, rounds: int = 7, steps: int = 4000) -> dict[str, float]:
+    """``{contender: median per-round ratio to the loop}``, printed with us per step."""
+    from reference_agents.agents import DQNAgent
+    from spacegraph.reports import sampling_contenders as sc
+    from spacegraph.reports import sampling_overhead as so
+
+    configure_threads(1)
+    traced = DQNAgent(so.traced_config("cartpole"), backend="torch", seed=0)
+    eager = DQNAgent(so.comparable_config("cartpole"), backend="torch", seed=0)
+    factory = sc.env_factory(so.comparable_config("cartpole"))
+    direct = sc.DirectLoopContender(traced, factory, num_envs)
+
+    def loop_acting_with(agent):
+        loop = sc.DirectLoopContender(traced, factory, num_envs)
+        loop.actor = agent   # anything with get_actions(states)
+        return loop
+
+    contenders = {"loop": direct, "loop, traced act": loop_acting_with(traced),
+                  "loop, eager act": loop_acting_with(eager),
+                  "worker, hand-written act": sc.WorkerContender(direct.actor, factory, num_envs, observe=False,
+                                                                 timed=False),
+                  "worker, traced act": sc.WorkerContender(traced, factory, num_envs, observe=False, timed=False),
+                  "worker, eager act": sc.WorkerContender(eager, factory, num_envs, observe=False, timed=False)}
+    rates: dict[str, list[float]] = {name: [] for name in contenders}
+    try:
+        for contender in contenders.values():
+            contender.chunk(steps // 2)   # warm-up (the traced act records its graph here)
+        for r in range(rounds):
+            order = list(contenders) if r % 2 == 0 else list(reversed(contenders))
+            for name in order:
+                start = time.process_time()
+                done, _ = contenders[name].chunk(steps)
+                rates[name].append(done / (time.process_time() - start))
+    finally:
+        for contender in contenders.values():
+            contender.close()
+    ratios = {}
+    for name, values in rates.items():
+        ratios[name] = statistics.median(v / d for v, d in zip(values, rates["loop"]))
+        print(f"{name:26s} {1e6 * num_envs / statistics.median(values):7.1f} us/step  "
+              f"ratio {ratios[name]:.3f}  [{min(values) / max(rates['loop']):.2f}-"
+              f"{max(values) / min(rates['loop']):.2f}]")
+    return ratios
+
+
+if __name__ == "__main__":
+    main(*(int(a) for a in sys.argv[1:3]))

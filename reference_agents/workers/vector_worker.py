@@ -57,7 +57,8 @@ class VectorEnvWorker:
     Args:
         agent: an object with the agent interface (``get_actions``, ``observe``,
             ``observe_transitions``, ``update_on_schedule``, ``td_errors``, ``reset_preprocessor``,
-            ``state_space``); only the methods a configuration uses are needed.
+            ``state_space``, and optionally ``action_space``: see ``validate``); only the methods a
+            configuration uses are needed.
         env_id: a gymnasium id, or a callable returning a new environment.
         num_envs: the number of environments N.
         seed: environment ``i`` is reset with ``seed + i`` the first time.

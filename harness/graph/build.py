@@ -14,7 +14,7 @@ from harness.graph.assembly import Assembly
 from harness.graph.component import Component
 from harness.graph.errors import BuildError, SpaceMismatchError, SpacegraphError
 from harness.graph.partial import PartialBuild, attach, spaces_so_far
-from harness.graph.records import GraphFnCall, Record
+from harness.graph.records import GraphFnCall, Record, records_in
 from harness.graph.steps import host_step, make_step
 from harness.spaces import BoolBox, Dict, FloatBox, IntBox, Space, Tuple, parse
 
@@ -92,10 +92,6 @@ def _space_of(structure: Any) -> Space | None:
     if isinstance(structure, (tuple, list)):
         return Tuple([_space_of(v) for v in structure])
     return None
-
-
-def _records_in(structure: Any) -> list[Record]:
-    return [x for x in optree.tree_leaves(structure) if isinstance(x, Record)]
 
 
 class Builder:
@@ -200,7 +196,7 @@ class Builder:
         for call in self.calls.get(id(comp), []):
             required = api_specs[call.method].must_be_complete
             for arg, value in call.args.items():
-                recs = _records_in(value)
+                recs = records_in(value)
                 if not recs:
                     continue
                 lacking = [r for r in recs if r.space is None]
@@ -412,7 +408,7 @@ class Builder:
             for step in list(pending):
                 if id(step.component) not in built:
                     continue
-                if any(r.space is None for a in step.args for r in _records_in(a)):
+                if any(r.space is None for a in step.args for r in records_in(a)):
                     continue
                 self.run_step(step)
                 pending.remove(step)

@@ -7,7 +7,7 @@ import re
 from typing import Any, Callable
 
 from harness.graph.assembly import ApiTrace
-from harness.graph.records import Record
+from harness.graph.records import Record, records_in
 
 
 def _ident(name: str) -> str:
@@ -93,21 +93,6 @@ def unused_args(trace: ApiTrace) -> tuple[str, ...]:
     A method can take an argument its chain never reads: ``act(states, time_step)`` of an agent whose
     exploration rate is constant reads no time step (`EpsilonGreedy.explore` takes the constant instead).
     """
-    used: set[int] = set()
-
-    def visit(value: Any) -> None:
-        if isinstance(value, Record):
-            used.add(value.id)
-        elif isinstance(value, dict):
-            for v in value.values():
-                visit(v)
-        elif isinstance(value, (tuple, list)):
-            for v in value:
-                visit(v)
-
-    for step in trace.steps:
-        for arg in step.args:
-            visit(arg)
-    visit(trace.outputs)
+    used = {rec.id for rec in records_in([[step.args for step in trace.steps], trace.outputs])}
     return tuple(arg for arg, rec in trace.args.items() if rec.id not in used)
 

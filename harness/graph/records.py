@@ -6,6 +6,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import optree
+
 from harness.graph.errors import AssemblyError
 
 if TYPE_CHECKING:
@@ -94,3 +96,8 @@ class GraphFnCall:
         """A readable location: ``scope.api_method -> graph_fn``."""
         apis = " -> ".join(f"{c.global_scope}.{m}" for c, m in self.api_stack)
         return f"{apis} -> {self.component.global_scope}.{self.spec.name}"
+
+
+def records_in(structure: Any) -> list[Record]:
+    """The records among the leaves of a nested structure (dicts, tuples, lists; other leaves are skipped)."""
+    return [x for x in optree.tree_leaves(structure) if isinstance(x, Record)]

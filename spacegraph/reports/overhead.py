@@ -9,9 +9,10 @@
   (`update_overhead`, interleaved rounds, median of the CPU-time rates);
 - sampling: frames/CPU-s of our worker acting (not observing) over the same vector environment stepped
   by a hand-written loop calling the same Q-network (`sampling_overhead`, interleaved rounds, median of
-  the per-round CPU-time ratios), CartPole and Pong at 1, 4 and 16 environments; the worker observing too is shown beside it, and the worker acting through the
-  hand-written act of the loop (its own cost without the framework's act); on PyTorch, also the worker
-  acting through an agent whose ``act`` is traced (``execution.trace: [act]``, own rows);
+  the per-round CPU-time ratios), CartPole and Pong at 1, 4 and 16 environments; the worker observing
+  too is shown beside it, and the worker acting through the hand-written act of the loop (its own cost
+  without the framework's act); on PyTorch, also the worker acting through an agent whose ``act`` is
+  traced (``execution.trace: [act]``, own rows);
 - start-up: seconds to the first progress line of ``spacegraph train dqn_cartpole``
   (`startup_time`), the median of ``STARTUP_PAIRS`` fresh processes per repeat, each paired with a
   fresh process importing the framework alone (`import_seconds`, taken right before or after it);

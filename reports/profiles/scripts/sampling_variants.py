@@ -9,7 +9,8 @@ So the loop with the framework's act shows what the act costs beside environment
 with the hand-written act what the worker's own bookkeeping costs; neither shows alone what it costs in
 the loop (alone, the traced ``get_actions`` took 51 us against 55 us for the hand-written act, yet beside
 the steps it took longer). Interleaved rounds of process CPU time over N environments; printed: us per
-lockstep step (median over rounds) and the median of the per-round ratios to the loop with its own act.
+lockstep step (median over rounds) and the median of the per-round ratios to the loop with its own act
+(`sampling_measure.time_contenders`, `sampling_overhead.paired_ratio`, as the overhead report takes them).
 
 What it showed on the AMD host (1 env, 7 rounds; `reports/overhead_2026-11-28_amd_cuts.md` has the
 rounds after it): with ``numpy().copy()`` of each output the traced worker stood at 0.83-0.85 of the loop,
@@ -17,18 +18,17 @@ with ``tolist`` (`TorchBackend.to_numpy` now, for up to 16 elements) at 0.90-0.9
 differ by about 1 us; the worker's per-step check of the actions was about 3 us of a step (1 us alone).
 """
 
-import statistics
 import sys
-import time
 
 from harness.measure.machine import configure_threads
 
 
-def main(num_envs: int = 1, rounds: int = 7, steps: int = 4000) -> dict[str, float]:
+def main(num_envs: int = 1, rounds: int = 7, seconds: float = 10.0) -> dict[str, float]:
     """``{contender: median per-round ratio to the loop}``, printed with us per step."""
     from reference_agents.agents import DQNAgent
     from spacegraph.reports import sampling_contenders as sc
     from spacegraph.reports import sampling_overhead as so
+    from spacegraph.reports.sampling_measure import time_contenders
 
     configure_threads(1)
     traced = DQNAgent(so.traced_config("cartpole"), backend="torch", seed=0)
@@ -47,25 +47,18 @@ def main(num_envs: int = 1, rounds: int = 7, steps: int = 4000) -> dict[str, flo
                                                                  timed=False),
                   "worker, traced act": sc.WorkerContender(traced, factory, num_envs, observe=False, timed=False),
                   "worker, eager act": sc.WorkerContender(eager, factory, num_envs, observe=False, timed=False)}
-    rates: dict[str, list[float]] = {name: [] for name in contenders}
     try:
-        for contender in contenders.values():
-            contender.chunk(steps // 2)   # warm-up (the traced act records its graph here)
-        for r in range(rounds):
-            order = list(contenders) if r % 2 == 0 else list(reversed(contenders))
-            for name in order:
-                start = time.process_time()
-                done, _ = contenders[name].chunk(steps)
-                rates[name].append(done / (time.process_time() - start))
+        # the warm-up records the traced act's graph
+        timed = time_contenders(contenders, seconds=seconds, rounds=rounds, chunk_seconds=0.05, warmup_seconds=0.3)
     finally:
         for contender in contenders.values():
             contender.close()
+    loop_rounds = timed["loop"]["frames_per_cpu_s_rounds"]
     ratios = {}
-    for name, values in rates.items():
-        ratios[name] = statistics.median(v / d for v, d in zip(values, rates["loop"]))
-        print(f"{name:26s} {1e6 * num_envs / statistics.median(values):7.1f} us/step  "
-              f"ratio {ratios[name]:.3f}  [{min(values) / max(rates['loop']):.2f}-"
-              f"{max(values) / min(rates['loop']):.2f}]")
+    for name, t in timed.items():
+        ratios[name] = so.paired_ratio(t["frames_per_cpu_s_rounds"], loop_rounds)
+        per_step = 1e6 * num_envs * t["frames_per_step"] / t["frames_per_cpu_s_median"]
+        print(f"{name:26s} {per_step:7.1f} us/step  ratio {ratios[name]:.3f}")
     return ratios
 
 

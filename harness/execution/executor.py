@@ -23,7 +23,7 @@ from harness.graph.component import Component
 from harness.graph.errors import (BuildError, ExecutionError, InputValidationError, SpacegraphError,
                                   UnknownApiError)
 from harness.graph.partial import attach
-from harness.spaces import ContainerSpace, Dict, Space
+from harness.spaces import BoxSpace, ContainerSpace, Dict, Space
 
 _log = logging.getLogger(__name__)
 
@@ -125,13 +125,6 @@ def _leaf_converter(where: str, method: str, arg: str, path: str, space: Any, fe
         return feed(arr)
 
     return convert
-
-
-def _fixed_feed(feed: Any) -> Callable[[Any], Any]:
-    """A converter that ignores its value and returns ``feed`` (for arguments no step reads)."""
-    def fixed(_value: Any) -> Any:
-        return feed
-    return fixed
 
 
 #: The containers an API method's outputs can come in (optree's nodes among Python's own types).
@@ -399,40 +392,68 @@ class GraphExecutor:
         where = f"{type(self.root).__name__} {self.root.global_scope!r}"
         converters = [_arg_converter(where, api.name, a, s, self.backend.feed, self.validate)
                       for a, s in api.arg_spaces.items()]
-        if not self.validate:
-            # An argument no step reads is fed one value made once from its space, not converted on every call:
-            # the value passed is not looked at (a constant exploration rate's act reads no time step; its
-            # conversion and a fresh tensor were about 5 us of a PyTorch CartPole act). Validation checks it.
-            unused = unused_args(self._assembly.traces[api.name])
-            for i, (arg, space) in enumerate(api.arg_spaces.items()):
-                if arg in unused:
-                    converters[i] = _fixed_feed(converters[i](space.zeros()))
         names = list(api.arg_spaces)
         fn, to_numpy, n = self.backend.execution_callable(api.fn), self.backend.to_numpy, len(names)
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if kwargs or len(args) != n:
-                args = self._bind(api.name, names, args, kwargs)
-            feeds = [c(a) for c, a in zip(converters, args)]
-            try:
-                out = fn(*feeds)
-            except BuildError:  # a method compiled at its first call (compile="first_call") failed to compile
-                raise
-            except Exception as exc:  # a backend error on valid-looking inputs: say where it happened
-                shapes = ", ".join(f"{a}: {np.shape(x) if not isinstance(x, (dict, tuple)) else type(x).__name__}"
-                                   for a, x in zip(names, args))
-                raise ExecutionError(
-                    f"{type(self.root).__name__} {self.root.global_scope!r}: API method {api.name!r} failed on "
-                    f"the {self.backend_name} backend for inputs ({shapes}): {type(exc).__name__}: "
-                    f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-                ) from exc
-            if out is None:
-                return None
-            if not isinstance(out, _CONTAINERS):  # one tensor (acting, most methods): no tree walk
-                return to_numpy(out)
-            return optree.tree_map(to_numpy, out)
+        def failed(args: tuple, exc: Exception) -> ExecutionError:  # a backend error on valid-looking inputs
+            shapes = ", ".join(f"{a}: {np.shape(x) if not isinstance(x, (dict, tuple)) else type(x).__name__}"
+                               for a, x in zip(names, args))
+            return ExecutionError(
+                f"{type(self.root).__name__} {self.root.global_scope!r}: API method {api.name!r} failed on "
+                f"the {self.backend_name} backend for inputs ({shapes}): {type(exc).__name__}: "
+                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
 
-        return call
+        env: dict[str, Any] = {"n": n, "fn": fn, "to_numpy": to_numpy, "bind": self._bind, "method": api.name,
+                               "names": names, "failed": failed, "BuildError": BuildError, "ndarray": np.ndarray,
+                               "CONTAINERS": _CONTAINERS, "tree_map": optree.tree_map, "feed": self.backend.feed}
+        unused = () if self.validate else unused_args(self._assembly.traces[api.name])
+        lines, feeds = [], []
+        for i, (arg, space) in enumerate(api.arg_spaces.items()):
+            env[f"c{i}"] = converters[i]
+            if arg in unused:
+                # An argument no step reads is fed one value made once from its space, not converted on every
+                # call: the value passed is not looked at (a constant exploration rate's act reads no time step;
+                # its conversion and a fresh tensor were about 5 us of a PyTorch CartPole act). Validation
+                # checks it.
+                env[f"k{i}"] = converters[i](space.zeros())
+                feeds.append(f"k{i}")
+            elif not self.validate and isinstance(space, BoxSpace):
+                # An array already of the space's dtype and shape is fed as it is, here, without calling the
+                # converter (which casts, and raises naming the argument, for every other value).
+                env[f"d{i}"], env[f"core{i}"], env[f"x{i}"] = np.dtype(space.dtype), tuple(space.shape), \
+                    len(space.extra_ranks)
+                lines += [f"    a = args[{i}]",
+                          f"    if type(a) is ndarray and a.dtype == d{i} and a.ndim == x{i} + {len(space.shape)} "
+                          f"and a.shape[x{i}:] == core{i}:",
+                          f"        f{i} = feed(a)",
+                          "    else:",
+                          f"        f{i} = c{i}(a)"]
+                feeds.append(f"f{i}")
+            else:
+                lines.append(f"    f{i} = c{i}(args[{i}])")
+                feeds.append(f"f{i}")
+        # One generated function per method (as the chain is): inside a CartPole worker every Python call on
+        # the way from get_actions to the chain cost about a microsecond a step, so the converters are not
+        # called through a comprehension and arrays that fit are fed inline.
+        source = "\n".join([
+            "def call(*args, **kwargs):",
+            "    if kwargs or len(args) != n:",
+            "        args = bind(method, names, args, kwargs)",
+            *lines,
+            "    try:",
+            f"        out = fn({', '.join(feeds)})",
+            "    except BuildError:  # a method compiled at its first call (compile='first_call') failed to compile",
+            "        raise",
+            "    except Exception as exc:",
+            "        raise failed(args, exc) from exc",
+            "    if out is None:",
+            "        return None",
+            "    if not isinstance(out, CONTAINERS):  # one tensor (acting, most methods): no tree walk",
+            "        return to_numpy(out)",
+            "    return tree_map(to_numpy, out)",
+        ]) + "\n"
+        exec(compile(source, f"<spacegraph call {api.name}>", "exec"), env)  # noqa: S102 - our own generated code
+        return env["call"]
 
     @staticmethod
     def _bind(method: str, names: list[str], args: tuple, kwargs: dict) -> tuple:

@@ -59,6 +59,7 @@ class DQNAgent(StagingMixin, CheckpointMixin):
         cfg = self.config
         self.state_space, self.action_space, self.num_actions = discrete_env_spaces(
             "DQN", cfg, self.config_source, state_space, action_space)
+        self._state_shape = tuple(self.state_space.shape)  # checked on every get_actions (a property call saved)
         self.backend = cfg.backend
         self.seed = cfg.seed
         self.gamma, self.n_step = float(cfg.loss.gamma), int(cfg.loss.n_step)
@@ -218,7 +219,11 @@ class DQNAgent(StagingMixin, CheckpointMixin):
             space = self.state_space
         else:
             space = self.executor.apis["act_preprocessed"].arg_spaces["preprocessed_states"].with_batch_rank(False)
-        batch, single = self._batch(states, space, "get_actions")
+        if (preprocess and type(states) is np.ndarray and states.ndim == len(self._state_shape) + 1
+                and states.shape[1:] == self._state_shape):
+            batch, single = states, False  # a batch of observations (a worker's step): `_batch` without its call
+        else:
+            batch, single = self._batch(states, space, "get_actions")
         if preprocess:
             if explore:
                 actions = self.executor.execute("act", batch, np.int64(self.timesteps))

@@ -228,6 +228,41 @@ def test_an_argument_no_step_reads_is_not_converted_unless_validating(backend):
         checked.execute("scale", x, np.zeros((4, 4)))
 
 
+@pytest.mark.parametrize("backend", selected_backends())
+def test_arrays_that_fit_are_fed_inline_and_everything_else_through_the_converter(backend):
+    from harness.execution.executor import GraphExecutor
+
+    spaces = {"x": "float32[B,2]", "ignored": "int64[]", "y": "float32[B,2]"}
+    ex = GraphExecutor(_Unused(), spaces, backend, seed=0, validate=False)
+    call = ex._calls["echo"]
+    x = np.array([[1.0, -2.0], [3.0, 4.5]], np.float32)
+    converted = []
+    for name in ("c0", "c1"):  # the generated call's converters of x and y, counting what they are given
+        conv = call.__globals__[name]
+        call.__globals__[name] = lambda v, conv=conv: converted.append(v) or conv(v)
+    out, echoed = ex.execute("echo", x, x + 1)
+    np.testing.assert_array_equal(out, 2 * x)
+    np.testing.assert_array_equal(echoed, x + 1)
+    assert converted == []  # both arrays fit their spaces: fed without a converter call
+    # a reversed view of the right dtype and shape is fed inline too (PyTorch's feed copies what it cannot share)
+    out, echoed = ex.execute("echo", x[::-1], x[::-1])
+    np.testing.assert_array_equal(out, 2 * x[::-1])
+    np.testing.assert_array_equal(echoed, x[::-1])
+    assert converted == []
+    # another dtype, a list and a wrong shape go through the converter: cast, converted, or refused naming the argument
+    out, _ = ex.execute("echo", x.astype(np.float64), x.tolist())
+    np.testing.assert_array_equal(out, 2 * x)
+    assert len(converted) == 2 and converted[0].dtype == np.float64 and isinstance(converted[1], list)
+    with pytest.raises(ExecutionError, match=r"echo\(x\): shape \(2, 2, 1\) does not fit"):
+        ex.execute("echo", x[..., None], x)
+    with pytest.raises(ExecutionError, match=r"echo\(x\): shape \(2, 3\) does not fit"):
+        ex.execute("echo", np.zeros((2, 3), np.float32), x)  # the rank fits, the core shape does not
+    with pytest.raises(ExecutionError, match=r"echo\(y\): shape \(2,\) does not fit"):
+        ex.execute("echo", x, x[0])
+    with pytest.raises(ExecutionError, match=r"echo\(x\): dtype complex64 cannot be cast to float32"):
+        ex.execute("echo", x.astype(np.complex64), x)
+
+
 def test_a_constant_exploration_rate_leaves_the_time_step_of_act_unread():
     pytest.importorskip("torch")
     from harness.graph.chain import unused_args

@@ -76,10 +76,13 @@ class TorchBackend(Backend):
 
     def feed(self, value: np.ndarray) -> Any:
         # The executor feeds arrays already cast to their space's dtype: from_numpy shares their memory
-        # (~0.5 us a call against ~1.1 us for as_tensor); arrays it cannot share (negative strides) are copied.
+        # (~0.5 us a call against ~1.1 us for as_tensor); arrays it cannot share (negative strides, a reversed
+        # view) are copied first (as_tensor refuses them too).
         try:
             return torch.from_numpy(value)
-        except (TypeError, ValueError):
+        except ValueError:
+            return torch.from_numpy(np.array(value, copy=True, order="C"))
+        except TypeError:
             return torch.as_tensor(value)
 
     def to_numpy(self, tensor: Any) -> np.ndarray:

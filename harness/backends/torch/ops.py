@@ -171,9 +171,13 @@ class TorchOps(ActivationLookup):
         return fn(x, dim=axis, keepdim=keepdims)
 
     def reduce_sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        if axis is not None:  # the common case without the `_reduce` call (a dueling head's mean runs every act)
+            return torch.sum(x, dim=axis, keepdim=keepdims)
         return self._reduce(torch.sum, x, axis, keepdims)
 
     def reduce_mean(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        if axis is not None:
+            return torch.mean(x, dim=axis, keepdim=keepdims)
         return self._reduce(torch.mean, x, axis, keepdims)
 
     def reduce_max(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
@@ -314,17 +318,26 @@ class TorchOps(ActivationLookup):
 
     def random_uniform(self, shape: Any, low: float = 0.0, high: float = 1.0, dtype: str = "float32") -> Any:
         # One call: rand for [0, 1) (PyTorch's rand is empty().uniform_(0, 1): the same draws), uniform_ for
-        # another range directly (rand, a multiply and an add were three ops).
+        # another range directly (rand, a multiply and an add were three ops). The dtype lookup and the device
+        # check of `_drawn` are written out here and in `random_integers`: an exploring act draws twice a call,
+        # and inside a CartPole worker each Python call on the way cost about a microsecond a step.
         size = tuple(map(int, shape))
+        dt = _TORCH_DTYPES.get(dtype) if type(dtype) is str else None
+        if dt is None:
+            dt = _dt(dtype)
         if low == 0.0 and high == 1.0:
-            return self._drawn(torch.rand(size, generator=self._gen, dtype=_dt(dtype), device=_CPU))
-        u = torch.empty(size, dtype=_dt(dtype), device=_CPU).uniform_(low, high, generator=self._gen)
-        return self._drawn(u)
+            u = torch.rand(size, generator=self._gen, dtype=dt, device=_CPU)
+        else:
+            u = torch.empty(size, dtype=dt, device=_CPU).uniform_(low, high, generator=self._gen)
+        return u if not torch._C._len_torch_function_stack() else self._drawn(u)
 
     def random_integers(self, shape: Any, high: int, dtype: str = "int64") -> Any:
         # One op, where a uniform draw scaled, cast and clamped into range was four.
-        r = torch.randint(0, int(high), tuple(map(int, shape)), generator=self._gen, dtype=_dt(dtype), device=_CPU)
-        return self._drawn(r)
+        dt = _TORCH_DTYPES.get(dtype) if type(dtype) is str else None
+        if dt is None:
+            dt = _dt(dtype)
+        r = torch.randint(0, int(high), tuple(map(int, shape)), generator=self._gen, dtype=dt, device=_CPU)
+        return r if not torch._C._len_torch_function_stack() else self._drawn(r)
 
     def random_normal(self, shape: Any, mean: float = 0.0, std: float = 1.0, dtype: str = "float32") -> Any:
         n = torch.randn(tuple(map(int, shape)), generator=self._gen, dtype=_dt(dtype), device=_CPU)

@@ -78,4 +78,6 @@ class Dense(Component):
     @graph_fn(output_spaces=_output_space)
     def _graph_fn_apply(self, F: Any, inputs: Any) -> Any:
         out = F.dense(inputs, self.kernel, self.bias if self.use_bias else None)
+        if self.activation is None or self.activation == "linear":  # no identity op to look up and call
+            return out
         return F.activation(self.activation)(out)

@@ -169,7 +169,9 @@ class EpsilonGreedy(Component):
 
     @graph_fn(output_spaces=_explore_space)
     def _graph_fn_explore(self, F: Any, greedy_actions: Any, epsilon: Any) -> Any:
-        shape = [F.dim(greedy_actions, i) for i in range(self._actions_rank)]
+        # actions [B] (a batch of single actions, the common case) without a comprehension's call
+        shape = ([F.dim(greedy_actions, 0)] if self._actions_rank == 1
+                 else [F.dim(greedy_actions, i) for i in range(self._actions_rank)])
         coin = F.random_uniform(shape)
         # int32/int64 are drawn as they are; narrower integer actions are drawn as int64 and cast
         drawn = self._actions_dtype if self._actions_dtype in ("int32", "int64") else "int64"

@@ -16,11 +16,57 @@ What it showed on the AMD host (1 env, 7 rounds; `reports/overhead_2026-11-28_am
 rounds after it): with ``numpy().copy()`` of each output the traced worker stood at 0.83-0.85 of the loop,
 with ``tolist`` (`TorchBackend.to_numpy` now, for up to 16 elements) at 0.90-0.91, though alone the two
 differ by about 1 us; the worker's per-step check of the actions was about 3 us of a step (1 us alone).
+
+A fourth act, ``flat`` (`FlatTorchAct`), runs the eager act's own 12 PyTorch ops (three ``addmm``, ``relu``,
+the dueling combination, ``argmax``, ``rand``, ``randint``, the comparison and ``where``) written in one
+function, with the agent's weights and no framework around them. In the loop it ran as fast as the
+hand-written act (which does the exploration in NumPy) or faster, while the eager act cost about 25 us a step
+more: the gap was the Python between ``get_actions`` and the ops, not the ops (commit ``3cd365c`` cut part of it).
 """
 
 import sys
 
 from harness.measure.machine import configure_threads
+
+
+class FlatTorchAct:
+    """The eager PyTorch act's ops, written in one function: the agent's dueling MLP on its own weights, then
+    epsilon-greedy with PyTorch draws (``epsilon`` fixed, a generator seeded with ``seed``)."""
+
+    def __init__(self, agent, epsilon: float, seed: int = 0) -> None:
+        import numpy as np
+        import torch
+
+        weights = {k: torch.from_numpy(np.array(v)) for k, v in agent.executor.get_weights().items()
+                   if "/q_network/" in f"/{k}"}
+
+        def weight(path: str):
+            return next(v for k, v in weights.items() if k.endswith(path))
+        self.k0, self.b0 = weight("dense_0/kernel"), weight("dense_0/bias")
+        self.vk, self.vb = weight("value/kernel"), weight("value/bias")
+        self.ak, self.ab = weight("advantage/kernel"), weight("advantage/bias")
+        self.num_actions, self.epsilon = int(agent.num_actions), float(epsilon)
+        self.gen = torch.Generator()
+        self.gen.manual_seed(seed)
+        self.state_space, self.action_space, self.config = agent.state_space, agent.action_space, agent.config
+        probe = agent.state_space.with_batch_rank().sample(size=64, rng=0)
+        np.testing.assert_array_equal(self.get_actions(probe, explore=False), agent.get_actions(probe, explore=False))
+
+    def get_actions(self, states, explore: bool = True):
+        import numpy as np
+        import torch
+
+        with torch.inference_mode():
+            h = torch.relu(torch.addmm(self.b0, torch.from_numpy(states), self.k0))
+            a = torch.addmm(self.ab, h, self.ak)
+            greedy = torch.argmax(torch.addmm(self.vb, h, self.vk) + a - a.mean(-1, keepdim=True), dim=-1)
+            if not explore:
+                return np.array(greedy.tolist(), np.int64)
+            n = greedy.shape[0]
+            coin = torch.rand((n,), generator=self.gen)
+            drawn = torch.randint(0, self.num_actions, (n,), generator=self.gen)
+            actions = torch.where(coin < self.epsilon, drawn, greedy)
+        return np.array(actions.tolist(), np.int64)
 
 
 def main(num_envs: int = 1, rounds: int = 7, seconds: float = 10.0) -> dict[str, float]:
@@ -43,6 +89,7 @@ def main(num_envs: int = 1, rounds: int = 7, seconds: float = 10.0) -> dict[str,
 
     contenders = {"loop": direct, "loop, traced act": loop_acting_with(traced),
                   "loop, eager act": loop_acting_with(eager),
+                  "loop, flat": loop_acting_with(FlatTorchAct(eager, sc.HAND_EPSILON)),
                   "worker, hand-written act": sc.WorkerContender(direct.actor, factory, num_envs, observe=False,
                                                                  timed=False),
                   "worker, traced act": sc.WorkerContender(traced, factory, num_envs, observe=False, timed=False),

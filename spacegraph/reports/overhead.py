@@ -157,7 +157,8 @@ def markdown(r: dict[str, Any]) -> str:
              f"Commit `{r['commit']}`{_tree(r)}, CPU only, 1 framework thread, the shared 2-core dev VM; "
              f"load average {r['load_before'][0]:.1f} at start, {r['load_after'][0]:.1f} at the end "
              f"({r['minutes']:.1f} min). Every figure is the median of {r['repeats']} repeats "
-             "(min-max in brackets); act, update and sampling ratios are medians of interleaved rounds of CPU time "
+             "(min-max in brackets); act and sampling ratios are medians of the per-round ratios, the update ratio "
+             "that of the two median rates, over interleaved rounds of CPU time "
              f"({r['seconds']} s per contender).", "",
              "| measure | target | " + " | ".join(backends) + " |", "|---|---|" + "---|" * len(backends)]
     first = backends[0]

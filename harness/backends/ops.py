@@ -252,6 +252,11 @@ class Ops(Protocol):
         """Integers drawn uniformly from ``0 .. high - 1`` (``high >= 1``; ``dtype`` int32 or int64) of ``shape``
         from the executor's seeded generator."""
 
+    def random_bernoulli(self, shape: Any, p: Any) -> Tensor:
+        """Booleans of ``shape``, each True with probability ``p`` (a Python float or a float scalar tensor in
+        ``[0, 1]``), from the executor's seeded generator: ``random_uniform(shape) < p`` in one op where a
+        backend has one (an epsilon-greedy coin)."""
+
     # ---- variables and gradients ----------------------------------------------------------------
     def assign(self, var: Any, value: Any) -> Any:
         """Overwrites the backend variable ``var`` with ``value`` (its shape; cast by the backend rules)."""

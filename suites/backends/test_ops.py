@@ -174,6 +174,14 @@ def _uniform_integers(high: int, dtype: Any) -> Callable:
     return check
 
 
+def _bernoulli(p: float) -> Callable:
+    # Shape, dtype and a chi-square test of the two counts at alpha 1e-4, as for `_uniform_integers`.
+    def check(result: np.ndarray, inputs: tuple) -> None:
+        assert result.shape == (20000,) and result.dtype == np.bool_, (result.shape, result.dtype)
+        D.check_chi_square(D.Where("Ops", "random_bernoulli", "", ""), result.astype(np.int64), [1.0 - p, p])
+    return check
+
+
 def _nothing(*_: Any) -> None:
     return None
 
@@ -362,6 +370,13 @@ CASES: dict[str, list[Case]] = {
                              check=_uniform_integers(7, "int64")),
                         Case(lambda F, n: F.random_integers([20000], 3, dtype="int32"), None, (np.array(1),),
                              check=_uniform_integers(3, "int32"))],
+    "random_bernoulli": [Case(lambda F, n: F.random_bernoulli(F.reshape(n, [1]), 0.3), None, (np.array(20000),),
+                              check=_bernoulli(0.3)),
+                         # the probability as a scalar tensor (an epsilon schedule's output), float32 and float64
+                         Case(lambda F, n: F.random_bernoulli([20000], F.constant(0.8, "float32")), None,
+                              (np.array(1),), check=_bernoulli(0.8)),
+                         Case(lambda F, n: F.random_bernoulli([20000], F.cast(F.constant(0.05, "float32"), "float64")),
+                              None, (np.array(1),), check=_bernoulli(0.05))],
     "random_normal": [Case(lambda F, n: F.random_normal([20000], 1.0, 2.0), None, (np.array(1),),
                            check=_moments(-np.inf, np.inf, 1.0, 2.0, np.float32))],
     "global_norm": [Case(lambda F, a, b: F.global_norm([a, b]), lambda a, b: np.sqrt((a ** 2).sum() + (b ** 2).sum()),

@@ -183,6 +183,10 @@ class TFOps(ActivationLookup):
         # the range is a power of two, of the order of range / 2**32, far below what any test here can see.
         return self._gen.uniform(shape, 0, int(high), dtype=dtype)
 
+    def random_bernoulli(self, shape: Any, p: Any) -> Any:
+        p = p if isinstance(p, (int, float)) else tf.cast(p, tf.float32)
+        return self._gen.uniform(shape, 0.0, 1.0, dtype=tf.float32) < p
+
     # variables and gradients
     @staticmethod
     def assign(var: tf.Variable, value: Any) -> Any:

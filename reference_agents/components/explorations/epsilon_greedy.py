@@ -172,10 +172,10 @@ class EpsilonGreedy(Component):
         # actions [B] (a batch of single actions, the common case) without a comprehension's call
         shape = ([F.dim(greedy_actions, 0)] if self._actions_rank == 1
                  else [F.dim(greedy_actions, i) for i in range(self._actions_rank)])
-        coin = F.random_uniform(shape)
+        explore = F.random_bernoulli(shape, epsilon)  # True with probability epsilon
         # int32/int64 are drawn as they are; narrower integer actions are drawn as int64 and cast
         drawn = self._actions_dtype if self._actions_dtype in ("int32", "int64") else "int64"
         random_actions = F.random_integers(shape, self.num_actions, drawn)
         if drawn != self._actions_dtype:
             random_actions = F.cast(random_actions, self._actions_dtype)
-        return F.where(coin < epsilon, random_actions, greedy_actions)
+        return F.where(explore, random_actions, greedy_actions)

@@ -19,7 +19,7 @@ import pytest
 import harness.backends.base as backend_base
 from harness.execution.executor import GraphExecutor
 from harness.graph import Component, api, graph_fn
-from harness.spaces import FloatBox, IntBox
+from harness.spaces import BoolBox, FloatBox, IntBox
 from harness.testing import distributions as D
 from harness.testing.plugin import selected_backends
 from reference_agents.components.explorations import EpsilonGreedy
@@ -306,6 +306,10 @@ INT_HIGH = 5
 INT_P0 = np.full(INT_HIGH, 1.0 / INT_HIGH)
 INT_N = D.sample_size_chi_square(INT_P0, np.append(np.full(INT_HIGH - 1, 10.0), 9.0) / (10 * INT_HIGH - 1))
 
+#: random_bernoulli(BERN_P): the stated effect is the probability times 1.05.
+BERN_P = 0.3
+BERN_N = D.sample_size_chi_square([1.0 - BERN_P, BERN_P], [1.0 - SCALE * BERN_P, SCALE * BERN_P])
+
 
 class RandomOps(Component):
     """Draws of ``F.random_uniform(LOW, HIGH)``, ``F.random_normal(NORMAL_MEAN, NORMAL_STD)`` and
@@ -349,6 +353,17 @@ class RandomOps(Component):
     def _graph_fn_integers(self, F: Any, num: Any) -> Any:
         return F.random_integers(F.reshape(num, [1]), INT_HIGH)
 
+    @api
+    def bernoulli(self, num: Any) -> Any:
+        return self._graph_fn_bernoulli(num)
+
+    def _bool_space(self, num: Any) -> Any:
+        return BoolBox(batch_rank=True)
+
+    @graph_fn(output_spaces=_bool_space)
+    def _graph_fn_bernoulli(self, F: Any, num: Any) -> Any:
+        return F.random_bernoulli(F.reshape(num, [1]), BERN_P)
+
 
 def random_ops(backend: str) -> GraphExecutor:
     return GraphExecutor(RandomOps(), {"num": "int64[]"}, backend=backend, seed=13)
@@ -372,6 +387,13 @@ def check_random_integers(backend: str) -> None:
                        what=f"uniform integers 0..{INT_HIGH - 1}")
 
 
+def check_random_bernoulli(backend: str) -> None:
+    draws = random_ops(backend).execute("bernoulli", np.int64(BERN_N))
+    assert draws.dtype == np.bool_ and draws.shape == (BERN_N,), (draws.dtype, draws.shape)
+    D.check_chi_square(D.Where("Ops", "random_bernoulli", "", backend), draws.astype(np.int64),
+                       [1.0 - BERN_P, BERN_P], what=f"True with probability {BERN_P}")
+
+
 def check_initial_values(backend: str) -> None:
     weights = random_ops(backend).get_weights()
     glorot, normal = weights["random_ops/glorot"].ravel(), weights["random_ops/normal"]
@@ -388,8 +410,9 @@ def check_initial_values(backend: str) -> None:
 
 @backends
 @pytest.mark.parametrize("check", [check_random_uniform, check_random_normal, check_random_integers,
-                                   check_initial_values],
-                         ids=["random_uniform", "random_normal", "random_integers", "initial_values"])
+                                   check_random_bernoulli, check_initial_values],
+                         ids=["random_uniform", "random_normal", "random_integers", "random_bernoulli",
+                              "initial_values"])
 def test_random_ops(backend: str, check: Any) -> None:
     check(backend)
 
@@ -420,6 +443,18 @@ def test_random_integers_planted(monkeypatch: pytest.MonkeyPatch, bug: str) -> N
     _patch_ops(monkeypatch, "random_integers", make)
     for backend in BACKENDS:
         assert "p-value" in must_fail(check_random_integers, backend)
+
+
+@pytest.mark.parametrize("bug", ["p*1.05", "1-p"])
+def test_random_bernoulli_planted(monkeypatch: pytest.MonkeyPatch, bug: str) -> None:
+    def make(fn: Any) -> Any:
+        def bernoulli(self: Any, shape: Any, p: Any) -> Any:
+            return fn(self, shape, p * SCALE if bug == "p*1.05" else 1.0 - p)
+        return bernoulli
+
+    _patch_ops(monkeypatch, "random_bernoulli", make)
+    for backend in BACKENDS:
+        assert "p-value" in must_fail(check_random_bernoulli, backend)
 
 
 @pytest.mark.parametrize("bug", ["mean+0.05*std", "std*1.05"])

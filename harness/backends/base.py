@@ -163,6 +163,21 @@ class Backend(abc.ABC):
         """Raises when ``chain`` cannot run as `trace_api`'s graph (the executor calls it at build, while the
         build's sample runs are still to be undone: it may run the chain). Nothing to check by default."""
 
+    #: Whether `replay_api` replays anything: the executor builds a second chain for it only then.
+    replays = False
+
+    def replay_api(self, name: str, chain: Callable, fallback: Callable) -> Callable:
+        """A method that records no gradients, for `GraphExecutor`'s ``replay`` (before `compile_api`): run as
+        replays of the ops ``chain`` (every step on the backend) records on its first calls per input shapes,
+        ``fallback`` (its eager chain) where none is kept. By default ``fallback`` itself: TF's ``tf.function``
+        is a recorded graph already. PyTorch: `harness.backends.torch.replay.ReplayedApi`."""
+        return fallback
+
+    def replay_host(self, fn: Callable) -> Callable:
+        """A host step's callable (`harness.graph.steps.host_step`) as the chain `replay_api` records calls it:
+        by default ``fn`` itself."""
+        return fn
+
     def execution_callable(self, compiled: Callable) -> Callable:
         """What `GraphExecutor.execute` calls for a compiled API method (`compile_api`'s result): the same
         computation through the backend's cheapest call path; by default ``compiled`` itself."""

@@ -193,6 +193,13 @@ class GraphExecutor:
             for two inputs of the same shapes and to change no variable or argument in place (`BuildError`
             naming the method otherwise). On TF every method is a ``tf.function`` graph already, and this
             changes nothing.
+        replay: run every other method that records no gradients and takes no container arguments as
+            replays of the ops it records on its first two calls per input shapes (`Backend.replay_api`; on
+            PyTorch `harness.backends.torch.replay.ReplayedApi`, on TF nothing changes): the same outputs and
+            draws as the eager chain without its per-call Python. Python values a graph function computes are
+            frozen per input shapes, as in a ``tf.function``; a method whose recordings read values out of
+            tensors, or differ, runs its eager chain (`replayed` says which and why). False: every method
+            runs its eager chain.
     """
 
     COMPILE_MODES = ("build", "first_call")
@@ -200,12 +207,15 @@ class GraphExecutor:
     def __init__(self, root: Component, input_spaces: dict[str, Any], backend: str = "tf", seed: int = 0,
                  device_map: dict[str, str] | None = None, api_methods: list[str] | None = None,
                  strategy: DeviceStrategy | None = None, build: bool = True, compile: str = "build",
-                 validate: bool | None = None, trace: Sequence[str] = ()) -> None:
+                 validate: bool | None = None, trace: Sequence[str] = (), replay: bool = True) -> None:
         if not isinstance(root, Component):
             raise TypeError(f"GraphExecutor: root must be a Component; got {type(root).__name__}")
         if isinstance(trace, str) or not all(isinstance(m, str) for m in trace):
             raise TypeError(f"GraphExecutor: trace must be a list of API method names; got {trace!r}")
         self.trace = tuple(trace)
+        if not isinstance(replay, bool):
+            raise TypeError(f"GraphExecutor: replay must be a bool; got {replay!r}")
+        self.replay = replay
         if compile not in self.COMPILE_MODES:
             raise ValueError(f"GraphExecutor: compile must be one of {self.COMPILE_MODES}; got {compile!r}")
         self.compile_mode = compile
@@ -257,10 +267,16 @@ class GraphExecutor:
             builder.restore_initial_values()
             apis: dict[str, BuiltApi] = {}
             self._gradients: dict[str, bool] = {}
+            self._replay_chains: dict[str, Callable] = {}
             on_host: set[int] = set()
             for name, trace in assembly.traces.items():
                 chain, source = traced.get(name) or build_chain(trace, builder.step_fns, builder.host_fns)
-                on_host |= host_steps_of(trace, None if name in traced else builder.host_fns)
+                hosted = host_steps_of(trace, None if name in traced else builder.host_fns)
+                on_host |= hosted
+                if self._replays(name, trace):
+                    # a replay records a host step as one call (its NumPy inside would refuse the recording)
+                    self._replay_chains[name] = build_chain(trace, builder.step_fns, {
+                        i: self.backend.replay_host(builder.host_fns[i]) for i in hosted})[0] if hosted else chain
                 arg_spaces = {a: r.space for a, r in trace.args.items()}
                 out_space = optree.tree_map(lambda r: r.space, trace.outputs) if trace.outputs is not None else None
                 self._gradients[name] = trace.records
@@ -280,6 +296,20 @@ class GraphExecutor:
         self.graph = BuiltGraph(root, apis, components, profile)
         self._calls = {name: self._make_call(api) for name, api in apis.items()}
         return profile
+
+    def _replays(self, name: str, trace: Any) -> bool:
+        """Whether method ``name`` runs as replays (``replay``): not traced, recording no gradients, taking no
+        container arguments, on a backend that replays."""
+        return (self.replay and self.backend.replays and name not in self.trace and not trace.records
+                and not any(isinstance(rec.space, ContainerSpace) for rec in trace.args.values()))
+
+    def replayed(self, method: str) -> Any:
+        """The replays of ``method`` (`harness.backends.torch.replay.ReplayedApi`: its ``replays``, ``sources``
+        and ``refused``), compiling it if it is still pending; None for a method that does not replay."""
+        if method not in self._built().apis:
+            raise UnknownApiError(f"no built API method {method!r}; registered: {sorted(self._built().apis)}")
+        fn = self._compiled(method)
+        return getattr(getattr(fn, "__wrapped__", fn), "replayed", None)
 
     def _traced_chains(self, root: Component, assembly: Assembly, builder: Builder) -> dict[str, tuple[Callable, str]]:
         """The call chains (and sources) of the methods ``trace`` names, every step on the backend, each checked
@@ -325,6 +355,8 @@ class GraphExecutor:
             if api.name in self.trace:
                 chain = self.backend.trace_api(api.name, chain, api.arg_spaces, list(root.all_variables().values()),
                                                f"{type(root).__name__} {root.global_scope!r}")
+            elif api.name in self._replay_chains:
+                chain = self.backend.replay_api(api.name, self._replay_chains[api.name], chain)
             fn = self.backend.compile_api(api.name, chain, api.arg_spaces, self._gradients[api.name])
         except SpacegraphError:
             raise

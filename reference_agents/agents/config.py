@@ -156,13 +156,18 @@ _RENAMED_EVALUATION_KEYS = {"min_return": "target_return", "target": "target_ret
 class ExecutionConfig(_Section):
     """Where the update runs: ``local`` (one device, the default) or ``sync-replicas``: synchronous
     replicas of the update on ``devices`` (one entry per replica; a name may repeat), built by the
-    executor (`harness.execution.strategies.SyncReplicas`); and which API methods run as a recorded graph
-    per input shapes (``trace``, `GraphExecutor`'s; on PyTorch a TorchScript trace, on TF a no-op)."""
+    executor (`harness.execution.strategies.SyncReplicas`); which API methods run as a recorded graph
+    per input shapes (``trace``, `GraphExecutor`'s; on PyTorch a TorchScript trace, on TF a no-op); and
+    whether the other methods without gradients run as replays of their recorded PyTorch calls (``replay``,
+    `GraphExecutor`'s; on TF a no-op)."""
 
     strategy: Literal["local", "sync-replicas"] = "local"
     devices: list[str] = Field(default_factory=list, description="one device per replica, e.g. ['/cpu:0', '/cpu:1']")
     trace: list[str] = Field(default_factory=list, description="API methods run as a recorded graph per input shapes "
                              "(GraphExecutor's trace; PyTorch: TorchScript), e.g. ['act']")
+    replay: bool = Field(True, description="PyTorch: run the methods that record no gradients (and are not traced) "
+                         "as replays of the ops their first two calls per input shapes record (GraphExecutor's "
+                         "replay); false: step by step, eagerly")
 
     @model_validator(mode="after")
     def _devices_given(self) -> "ExecutionConfig":

@@ -177,7 +177,8 @@ class DQNAgent(StagingMixin, CheckpointMixin):
             # pays for the methods it does not call (greedy acting, td_errors, q_values, ...)
             return GraphExecutor(self.graph, spaces, backend=self.backend, seed=self.seed, api_methods=methods,
                                  compile="first_call", strategy=self._strategy(),
-                                 trace=self.config.execution.trace)
+                                 trace=self.config.execution.trace,
+                                 replay=self.config.execution.replay)
         except SpacegraphError as exc:
             raise ConfigError(self.config_source, [("", f"the DQN graph does not build: {exc}")]) from None
 

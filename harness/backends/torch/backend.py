@@ -189,6 +189,18 @@ class TorchBackend(Backend):
         self._traced = True
         return TracedApi(name, chain, variables, where, recording=self._recording)
 
+    replays = True
+
+    def replay_api(self, name: str, chain: Callable, fallback: Callable) -> Callable:
+        from harness.backends.torch.replay import ReplayedApi
+
+        return ReplayedApi(name, chain, fallback).dispatch
+
+    def replay_host(self, fn: Callable) -> Callable:
+        from harness.backends.torch.replay import opaque
+
+        return opaque(fn)   # recorded as one call: a replay runs it on the host, as the eager chain does
+
     def check_traceable(self, name: str, chain: Callable, arg_spaces: dict[str, Space], variables: list[Any],
                         where: str = "") -> None:
         from harness.backends.torch.tracing import check_traceable

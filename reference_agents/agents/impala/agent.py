@@ -116,7 +116,8 @@ class IMPALAAgent(IMPALACheckpointMixin):
                                  device_map={self.graph.global_scope: self.device} if self.device else None,
                                  strategy=make_strategy(self.config.execution.model_dump(),
                                                         ["update_recurrent" if self.recurrent else "update"],
-                                                        reduction=self.config.loss.reduction))
+                                                        reduction=self.config.loss.reduction),
+                                 replay=self.config.execution.replay)
         except SpacegraphError as exc:
             raise ConfigError(self.config_source, [("", f"the IMPALA graph does not build: {exc}")]) from None
 

@@ -174,3 +174,10 @@ class TracedSamplingOverhead:
         return self.result["worker_traced_over_direct"]
 
     track_act_over_direct.unit = "ratio"
+
+    def track_step_by_step_act_over_direct(self, backend, config, num_envs):
+        """The same worker acting through an agent whose methods run step by step (``execution.replay:
+        false``), where `SamplingOverhead`'s agent replays its recorded calls (the default)."""
+        return self.result["worker_eager_over_direct"]
+
+    track_step_by_step_act_over_direct.unit = "ratio"

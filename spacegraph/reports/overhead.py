@@ -12,7 +12,8 @@
   the per-round CPU-time ratios), CartPole and Pong at 1, 4 and 16 environments; the worker observing
   too is shown beside it, and the worker acting through the hand-written act of the loop (its own cost
   without the framework's act); on PyTorch, also the worker acting through an agent whose ``act`` is
-  traced (``execution.trace: [act]``, own rows);
+  traced (``execution.trace: [act]``, own rows) and one whose methods run step by step
+  (``execution.replay: false``, own rows: the default replays them);
 - start-up: seconds to the first progress line of ``spacegraph train dqn_cartpole``
   (`startup_time`), the median of ``STARTUP_PAIRS`` fresh processes per repeat, each paired with a
   fresh process importing the framework alone (`import_seconds`, taken right before or after it);
@@ -55,7 +56,8 @@ def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, secon
     startup: dict[str, list[float]] = {b: [] for b in backends}
     points = SAMPLING_POINTS if sampling_points is None else sampling_points
     sampling: dict[str, dict[str, dict[str, list[float]]]] = {
-        f"{config}-{n}": {b: {"act": [], "observing": [], "hand_act": [], "traced_act": []} for b in backends}
+        f"{config}-{n}": {b: {"act": [], "observing": [], "hand_act": [], "traced_act": [],
+                                 "eager_act": []} for b in backends}
         for config, ns in points.items() for n in ns}
     imports: dict[str, list[float]] = {b: [] for b in backends}
     imports_plain: dict[str, list[float]] = {b: [] for b in backends if b == "tf"}
@@ -76,6 +78,8 @@ def measure(backends: tuple[str, ...] = ("tf", "torch"), repeats: int = 2, secon
                     sampling[f"{config}-{n}"][b]["hand_act"].append(point["worker_hand_over_direct"])
                     if point["worker_traced_over_direct"] is not None:  # PyTorch only
                         sampling[f"{config}-{n}"][b]["traced_act"].append(point["worker_traced_over_direct"])
+                    if point.get("worker_eager_over_direct") is not None:  # PyTorch only
+                        sampling[f"{config}-{n}"][b]["eager_act"].append(point["worker_eager_over_direct"])
         for b in backends:
             # start-up and the import alone in pairs, taken one right after the other (in turn first), so that
             # each pair's difference, the framework's own start-up, sees the host at about one speed
@@ -183,6 +187,13 @@ def markdown(r: dict[str, Any]) -> str:
                          f"(`execution.trace: [act]`) | >= {t['sampling']} | "
                          + " | ".join(_cell(by_backend[b]["traced_act"], t["sampling"]) if by_backend[b].get(
                              "traced_act") else "-" for b in backends) + " |")
+    for point, by_backend in r.get("sampling", {}).items():
+        if any(by_backend[b].get("eager_act") for b in backends):
+            config, n = point.rsplit("-", 1)
+            lines.append(f"| sampling worker/direct loop, {config.capitalize()}, {n} env(s): acting step by step, "
+                         f"no replays (`execution.replay: false`) | - | "
+                         + " | ".join(_spread(by_backend[b]["eager_act"]) if by_backend[b].get("eager_act") else "-"
+                                      for b in backends) + " |")
     lines.append(f"| start-up: `spacegraph train dqn_cartpole` to first progress line (s) | <= {t['startup_s']} | "
                  + " | ".join(_cell(r["startup"][b], t["startup_s"], False) for b in backends) + " |")
     if r.get("imports"):
@@ -202,7 +213,9 @@ def markdown(r: dict[str, Any]) -> str:
               "doing the same (the Q-network called directly, epsilon-greedy in NumPy, the same `VectorEnv`); "
               "in brackets the worker observing too (n-step folding and replay insert); in square brackets the worker "
               "acting through the loop's own hand-written act (what the worker's stepping and bookkeeping cost without "
-              "the framework's act: the most the framework's act could reach). The traced rows: the same worker acting through an agent whose `act` runs as a TorchScript graph (`execution.trace: [act]`, PyTorch only: on TF every method is a `tf.function` graph already). Start-up is wall-clock time of a fresh process and "
+              "the framework's act: the most the framework's act could reach). The traced rows: the same worker acting through an agent whose `act` runs as a TorchScript graph (`execution.trace: [act]`, PyTorch only: on TF every method is a `tf.function` graph already). "
+              "On PyTorch the first rows' act runs as replays of its recorded calls (the default, "
+              "`execution.replay`); the step-by-step rows turn them off, for comparison (no target). Start-up is wall-clock time of a fresh process and "
               "moves with the machine's load (the framework import alone is most of it).", "",
               *(["Notes:", "", *(f"- {n}" for n in r["notes"]), ""] if r.get("notes") else []),
               "Rebuild: `OMP_NUM_THREADS=1 python -m spacegraph.reports.overhead --out reports --repeats 2`; "

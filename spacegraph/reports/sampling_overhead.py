@@ -15,7 +15,10 @@ the same exploration rate (`comparable_config`), timed in interleaved rounds on 
   framework's act (the part of the gap the framework cannot close);
 - ``worker_traced`` (PyTorch only): ``worker_act`` with the agent's ``act`` traced (`traced_config`: the
   config's ``execution.trace: [act]``, a TorchScript graph per input shapes instead of step-by-step eager
-  dispatch). On TF every API method is a ``tf.function`` graph already, so there is nothing to add.
+  dispatch). On TF every API method is a ``tf.function`` graph already, so there is nothing to add;
+- ``worker_eager`` (PyTorch only): ``worker_act`` with replays off (`eager_config`: ``execution.replay:
+  false``): the act dispatched step by step through the graph functions and the op namespace on every call,
+  where ``worker_act`` replays its recorded PyTorch calls (`harness.backends.torch.replay`, the default).
 
 Ratios are each worker's frames per CPU-second over the direct loop's, taken per round and then the median over
 rounds (`paired_ratio`), as the act and update rows of the overhead report are: a round's two figures are taken
@@ -43,8 +46,9 @@ def comparable_config(config: str) -> dict[str, Any]:
     end costs an environment reset and the worker's episode bookkeeping: both sides must end episodes alike.
     The agent's explore step takes the constant epsilon as a constant (`EpsilonGreedy.explore`), as the loop's
     NumPy comparison does. No API method is traced (``execution.trace``
-    emptied, though ``dqn_cartpole.yaml`` traces ``act``): this agent is the framework's step-by-step dispatch,
-    as in every round before tracing; `traced_config` is the same with ``act`` traced.
+    emptied, though ``dqn_cartpole.yaml`` traces ``act``): on PyTorch its act runs as replays of its recorded
+    calls (``execution.replay``, the default since 2026-11-29; step by step before); `traced_config` is the
+    same with ``act`` traced, `eager_config` with replays off.
 
     Raises:
         ValueError: for another config.
@@ -55,7 +59,14 @@ def comparable_config(config: str) -> dict[str, Any]:
         raise ValueError(f"sampling_overhead: config must be one of {CONFIGS}; got {config!r}")
     cfg = sc.load_config(sc.PONG_CONFIG if config == "pong" else sc.CARTPOLE_CONFIG)
     cfg["exploration"] = {"type": "constant", "value": sc.HAND_EPSILON}
-    cfg["execution"] = {**cfg["execution"], "trace": []}  # step-by-step eager dispatch; `traced_config` traces act
+    cfg["execution"] = {**cfg["execution"], "trace": []}  # `traced_config` traces act
+    return cfg
+
+
+def eager_config(config: str) -> dict[str, Any]:
+    """`comparable_config` with replays off (``execution.replay: false``): every call step by step."""
+    cfg = comparable_config(config)
+    cfg["execution"] = {**cfg["execution"], "replay": False}
     return cfg
 
 
@@ -68,7 +79,7 @@ def traced_config(config: str) -> dict[str, Any]:
 
 def make_contenders(backend: str, config: str, num_envs: int) -> dict[str, Any]:
     """The contenders of `measure` (see the module docstring) over one agent built from `comparable_config`
-    (seed 0; on PyTorch a second one from `traced_config`), each with its own `VectorEnv` of ``num_envs``
+    (seed 0; on PyTorch two more, from `traced_config` and `eager_config`), each with its own `VectorEnv` of ``num_envs``
     environments."""
     from reference_agents.agents import DQNAgent
     from spacegraph.reports import sampling_contenders as sc
@@ -85,12 +96,14 @@ def make_contenders(backend: str, config: str, num_envs: int) -> dict[str, Any]:
     if backend == "torch":
         traced = DQNAgent(traced_config(config), backend=backend, seed=0)
         contenders["worker_traced"] = sc.WorkerContender(traced, factory, num_envs, observe=False, timed=False)
+        eager = DQNAgent(eager_config(config), backend=backend, seed=0)
+        contenders["worker_eager"] = sc.WorkerContender(eager, factory, num_envs, observe=False, timed=False)
     return contenders
 
 
 def measure(backend: str, config: str, num_envs: int, seconds: float = 1.5, rounds: int = 4) -> dict[str, Any]:
     """``{"worker_act_over_direct", "worker_over_direct", "direct_frames_per_cpu_s", ...}`` for one point
-    (``worker_traced_over_direct`` None on TF).
+    (``worker_traced_over_direct`` and ``worker_eager_over_direct`` None on TF).
 
     Args:
         backend: "tf" or "torch".
@@ -120,7 +133,8 @@ def measure(backend: str, config: str, num_envs: int, seconds: float = 1.5, roun
             "direct_frames_per_cpu_s": rate["direct"], "worker_act_frames_per_cpu_s": rate["worker_act"],
             "worker_frames_per_cpu_s": rate["worker"], "worker_act_over_direct": over_direct("worker_act"),
             "worker_over_direct": over_direct("worker"), "worker_hand_over_direct": over_direct("worker_hand"),
-            "worker_traced_over_direct": over_direct("worker_traced")}
+            "worker_traced_over_direct": over_direct("worker_traced"),
+            "worker_eager_over_direct": over_direct("worker_eager")}
 
 
 def paired_ratio(rates: list[float], baseline: list[float]) -> float:

@@ -10,7 +10,7 @@ def _result(update_torch):
             "imports": {"tf": [1.5], "torch": [1.0]}, "imports_plain": {"tf": [2.5]},
             "sampling": {"pong-4": {"tf": {"act": [0.9, 0.86], "observing": [0.7]},
                                     "torch": {"act": [0.5], "observing": [0.4, 0.45], "hand_act": [0.9, 0.92],
-                                              "traced_act": [0.84, 0.88]}}}, "targets": TARGETS, "repeats": 2, "seconds": 2.0,
+                                              "traced_act": [0.84, 0.88], "eager_act": [0.7, 0.74]}}}, "targets": TARGETS, "repeats": 2, "seconds": 2.0,
             "commit": "abc1234", "load_before": (1.0, 1.0, 1.0), "load_after": (1.0, 1.0, 1.0), "minutes": 1.0}
 
 
@@ -26,6 +26,8 @@ def test_table_marks_targets_met_and_missed():
             "0.88 (0.86-0.90) met (0.70) | 0.50 NOT met (0.43) [0.91] |") in text
     assert ("| sampling worker/direct loop, Pong, 4 env(s): acting, `act` traced (`execution.trace: [act]`) | "
             ">= 0.85 | - | 0.86 (0.84-0.88) met |") in text
+    assert ("| sampling worker/direct loop, Pong, 4 env(s): acting step by step, no replays (`execution.replay: "
+            "false`) | - | - | 0.72 (0.70-0.74) |") in text
     assert "0.89 NOT met" in markdown(_result(0.89))
 
 

@@ -65,6 +65,7 @@ def test_measure_gives_both_ratios_for_one_point():
     out = measure("torch", "cartpole", 2, seconds=0.2, rounds=2)
     assert out["direct_frames_per_cpu_s"] > 0 and out["worker_frames_per_cpu_s"] > 0
     assert out["worker_hand_over_direct"] > 0 and out["worker_traced_over_direct"] > 0
+    assert out["worker_eager_over_direct"] > 0
     with pytest.raises(ValueError, match="config must be one of"):
         measure("torch", "breakout", 1)
 
@@ -115,7 +116,8 @@ def test_ratios_are_medians_of_per_round_ratios(monkeypatch):
     from spacegraph.reports import sampling_measure, sampling_overhead
 
     rounds = {"direct": [100.0, 50.0, 100.0], "worker_act": [90.0, 45.0, 30.0], "worker": [60.0, 30.0, 60.0],
-              "worker_hand": [95.0, 47.5, 95.0], "worker_traced": [80.0, 70.0, 85.0]}
+              "worker_hand": [95.0, 47.5, 95.0], "worker_traced": [80.0, 70.0, 85.0],
+              "worker_eager": [70.0, 40.0, 80.0]}
 
     def fake_time(contenders, **_):
         assert set(contenders) == set(rounds)
@@ -131,6 +133,7 @@ def test_ratios_are_medians_of_per_round_ratios(monkeypatch):
     assert out["worker_over_direct"] == pytest.approx(0.6)
     assert out["worker_hand_over_direct"] == pytest.approx(0.95)
     assert out["worker_traced_over_direct"] == pytest.approx(0.85)    # 0.8, 1.4, 0.85
+    assert out["worker_eager_over_direct"] == pytest.approx(0.8)      # 0.7, 0.8, 0.8
     assert out["worker_act_frames_per_cpu_s"] == 45.0 and sorted(closed) == sorted(rounds)
     with pytest.raises(ValueError, match="same number of rounds"):
         sampling_overhead.paired_ratio([1.0, 2.0], [1.0])

@@ -242,3 +242,14 @@ def test_a_host_step_is_replayed_as_one_call_and_still_runs_on_the_host():
     assert state.refused is None and len(state.replays) == 1
     source = next(iter(state.sources.values()))
     assert source.count(" = _f") == 1 and "# on_host" in source, source   # one call: the host step
+
+
+def test_nothing_is_replayed_while_torch_distributed_is_initialized(monkeypatch):
+    # a collective inside a graph function is no PyTorch function a recording sees: a replay would skip it
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    eager, replayed = both()
+    x = np.ones((2, 3), np.float32)
+    for _ in range(3):
+        np.testing.assert_array_equal(eager.execute("act", x)[1], replayed.execute("act", x)[1])
+    state = replayed.replayed("act")
+    assert state.replays == {} and "torch.distributed is initialized" in state.refused

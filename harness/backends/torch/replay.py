@@ -26,7 +26,10 @@ when a graph function reads a value out of a tensor (``.item()``, ``tolist``, a 
 pointer: anything but its shape, dtype or device), reads the shape of a tensor whose shape depends on
 values (``nonzero``, a boolean mask), uses a tensor made outside the PyTorch functions a recording sees
 (a different object on each call), or when the two recordings differ (state kept between calls went into
-them). A refused recording is still the call itself: its outputs and draws are the call's.
+them). A refused recording is still the call itself: its outputs and draws are the call's. Work done outside
+PyTorch's functions is not replayed: a graph function must not rely on Python side effects or on a
+``torch.distributed`` collective (no method is replayed while ``torch.distributed`` is initialized; the
+gradient methods that all-reduce are never replayed).
 """
 
 from __future__ import annotations
@@ -282,7 +285,11 @@ def record(chain: Callable, args: tuple) -> tuple[Recording, Any]:
     recorder = _Recorder()
     with recorder:
         out = chain(*args)
-    return Recording(recorder.calls, args, out, recorder.refused), out
+    refused = recorder.refused
+    if refused is None and torch.distributed.is_available() and torch.distributed.is_initialized():
+        # A collective (all_reduce, broadcast) is no PyTorch function a recording sees: a replay would skip it.
+        refused = "torch.distributed is initialized in this process, and its collectives are not recorded"
+    return Recording(recorder.calls, args, out, refused), out
 
 
 class ReplayedApi:

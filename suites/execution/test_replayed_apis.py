@@ -23,31 +23,25 @@ from harness.graph.errors import UnknownApiError
 from harness.spaces import Dict, FloatBox, parse
 from reference_agents.agents import DQNAgent
 from spacegraph.reports.sampling_overhead import comparable_config
+from suites.execution.test_traced_apis import Noisy as TracedNoisy
 
 X = parse("float32[B,3]")
 
 
-class Noisy(Component):
-    """``act``: ``x @ w`` plus uniform noise, and its argmax; ``count`` adds one to a counter variable;
+class Noisy(TracedNoisy):
+    """`test_traced_apis.Noisy` (``act``: ``x @ w`` plus uniform noise, and its argmax, optionally branching on a
+    value; ``count`` adds one to a counter variable), ``act`` optionally perturbed in ways a replay must refuse;
     ``grad`` records gradients; ``pair`` takes a container."""
 
     def __init__(self, branch_on_value: bool = False, python_state: bool = False, numpy_noise: bool = False):
-        super().__init__(scope="noisy")
-        self.branch_on_value, self.python_state, self.numpy_noise = branch_on_value, python_state, numpy_noise
+        super().__init__(branch_on_value)
+        self.python_state, self.numpy_noise = python_state, numpy_noise
         self.calls_seen = 0
         self.rng = np.random.default_rng(0)
 
-    def create_variables(self, input_spaces):
-        self.w = self.get_variable("w", (3, 2), initializer="ones")
-        self.calls = self.get_variable("calls", (), dtype="int64", initializer=np.int64(0))
-
     @api
     def act(self, x):
-        return self._graph_fn_act(x)
-
-    @api
-    def count(self, x):
-        return self._graph_fn_count(x)
+        return self._graph_fn_perturb(self._graph_fn_act(x))
 
     @api
     def grad(self, x):
@@ -58,21 +52,14 @@ class Noisy(Component):
         return self._graph_fn_pair(xy)
 
     @graph_fn
-    def _graph_fn_act(self, F, x):
-        y = F.matmul(x, self.w) + F.random_uniform([F.dim(x, 0), 2])
-        if self.branch_on_value and bool(F.reduce_sum(x) > 0.0):  # a Python branch on a tensor's value
-            y = y * 2.0
+    def _graph_fn_perturb(self, F, acted):
+        y = acted[1]
         if self.python_state:  # state kept between calls, in Python
             self.calls_seen += 1
             y = y + float(self.calls_seen)
         if self.numpy_noise:  # a tensor made outside PyTorch's functions on every call
             y = y + torch.from_numpy(self.rng.normal(size=2).astype(np.float32))
         return F.argmax(y, -1), y
-
-    @graph_fn
-    def _graph_fn_count(self, F, x):
-        F.assign(self.calls, self.calls + 1)
-        return x * 1.0
 
     @graph_fn(gradients=True)
     def _graph_fn_grad(self, F, x):

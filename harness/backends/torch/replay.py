@@ -67,8 +67,11 @@ def _name_of(func: Any) -> str:
     return getattr(func, "__name__", repr(func))
 
 
-def _is_tensor(value: Any) -> bool:
-    return isinstance(value, torch.Tensor)
+def _holdable(out: Any) -> bool:
+    """Whether a call's result can be a replay's: a tensor, None, or a tuple or list of tensors."""
+    if isinstance(out, (tuple, list)):
+        return all(isinstance(v, torch.Tensor) for v in out)
+    return out is None or isinstance(out, torch.Tensor)
 
 
 def _tensors_in(value: Any) -> list[torch.Tensor]:
@@ -123,7 +126,7 @@ class _Recorder(TorchFunctionMode):
         finally:
             self._paused = False
         if self.refused is None:
-            if isinstance(out, torch.Tensor) or (isinstance(out, (tuple, list)) and all(map(_is_tensor, out))):
+            if out is not None and _holdable(out):
                 self.calls.append((fn, args, {}, out))
             else:
                 self.refused = f"host step {getattr(fn, '__name__', fn)} returns {type(out).__name__}"
@@ -148,8 +151,7 @@ class _Recorder(TorchFunctionMode):
         if name in _VALUE_SHAPED or (name == "__getitem__" and any(t.dtype == torch.bool for t in ins[1:])) \
                 or any(id(t) in self._value_shaped for t in ins):
             self._value_shaped.update((id(t), t) for t in outs)
-        if not isinstance(out, (torch.Tensor, tuple, list, type(None))) or \
-                (isinstance(out, (tuple, list)) and not all(_is_tensor(v) for v in out)):
+        if not _holdable(out):
             self.refused = f"{name} returns {type(out).__name__}, which a replay cannot hold"
             return out
         self.calls.append((func, args, kwargs, out))
@@ -329,9 +331,6 @@ class ReplayedApi:
         dispatch.__name__ = dispatch.__qualname__ = self.name
         dispatch.replayed = self  # type: ignore[attr-defined]
         return dispatch
-
-    def __call__(self, *args: torch.Tensor) -> Any:
-        return self.dispatch(*args)
 
     def _record(self, key: tuple, args: tuple) -> Any:
         if self.refused is not None or len(self.replays) >= MAX_REPLAYS:

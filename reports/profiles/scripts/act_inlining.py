@@ -89,7 +89,7 @@ def main(num_envs: int = 1, seconds: float = 5.0, rounds: int = 6) -> dict[str, 
     from reference_agents.agents import DQNAgent
     from spacegraph.reports import sampling_contenders as sc
     from spacegraph.reports import sampling_overhead as so
-    from spacegraph.reports.sampling_measure import time_contenders
+    from sampling_variants import time_against_loop   # beside this script
 
     configure_threads(1)
     agents = {"chain": DQNAgent(so.eager_config("cartpole"), backend="torch", seed=0),
@@ -102,19 +102,7 @@ def main(num_envs: int = 1, seconds: float = 5.0, rounds: int = 6) -> dict[str, 
     contenders = {"loop": sc.DirectLoopContender(agents["chain"], factory, num_envs)}
     contenders.update({name: sc.WorkerContender(agent, factory, num_envs, observe=False, timed=False)
                        for name, agent in agents.items()})
-    try:
-        timed = time_contenders(contenders, seconds=seconds * rounds, rounds=rounds, chunk_seconds=0.05,
-                                warmup_seconds=0.3)
-    finally:
-        for contender in contenders.values():
-            contender.close()
-    loop_rounds = timed["loop"]["frames_per_cpu_s_rounds"]
-    ratios = {}
-    for name, t in timed.items():
-        ratios[name] = so.paired_ratio(t["frames_per_cpu_s_rounds"], loop_rounds)
-        per_step = 1e6 * num_envs * t["frames_per_step"] / t["frames_per_cpu_s_median"]
-        print(f"{name:16s} {per_step:7.1f} us/step  ratio {ratios[name]:.3f}")
-    return ratios
+    return time_against_loop(contenders, num_envs, seconds * rounds, rounds)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 
 The hand-written loop (`sampling_contenders.DirectLoopContender`) and the worker (`VectorEnvWorker`, not
 observing), each acting three ways: the loop's hand-written act (`HandActingAgent`), the agent's
-``get_actions`` with ``act`` traced (`sampling_overhead.traced_config`) and eager (``comparable_config``).
+``get_actions`` with ``act`` traced (`sampling_overhead.traced_config`) and step by step (`sampling_overhead.eager_config`: replays off, as every act was before they became the default).
 So the loop with the framework's act shows what the act costs beside environment steps, and the worker
 with the hand-written act what the worker's own bookkeeping costs; neither shows alone what it costs in
 the loop (alone, the traced ``get_actions`` took 51 us against 55 us for the hand-written act, yet beside
@@ -76,11 +76,10 @@ def main(num_envs: int = 1, rounds: int = 7, seconds: float = 10.0) -> dict[str,
     from reference_agents.agents import DQNAgent
     from spacegraph.reports import sampling_contenders as sc
     from spacegraph.reports import sampling_overhead as so
-    from spacegraph.reports.sampling_measure import time_contenders
 
     configure_threads(1)
     traced = DQNAgent(so.traced_config("cartpole"), backend="torch", seed=0)
-    eager = DQNAgent(so.comparable_config("cartpole"), backend="torch", seed=0)
+    eager = DQNAgent(so.eager_config("cartpole"), backend="torch", seed=0)  # step by step: replays off
     factory = sc.env_factory(so.comparable_config("cartpole"))
     direct = sc.DirectLoopContender(traced, factory, num_envs)
 
@@ -96,18 +95,27 @@ def main(num_envs: int = 1, rounds: int = 7, seconds: float = 10.0) -> dict[str,
                                                                  timed=False),
                   "worker, traced act": sc.WorkerContender(traced, factory, num_envs, observe=False, timed=False),
                   "worker, eager act": sc.WorkerContender(eager, factory, num_envs, observe=False, timed=False)}
+    return time_against_loop(contenders, num_envs, seconds, rounds)  # the warm-up records the traced act's graph
+
+
+def time_against_loop(contenders: dict, num_envs: int, seconds: float, rounds: int) -> dict[str, float]:
+    """Times ``contenders`` (one named "loop") in interleaved rounds of ``seconds`` CPU time each in all,
+    closes them, prints us per lockstep step and the median per-round ratio to the loop; returns the ratios."""
+    from spacegraph.reports import sampling_overhead as so
+    from spacegraph.reports.sampling_measure import time_contenders
+
     try:
-        # the warm-up records the traced act's graph
         timed = time_contenders(contenders, seconds=seconds, rounds=rounds, chunk_seconds=0.05, warmup_seconds=0.3)
     finally:
         for contender in contenders.values():
             contender.close()
     loop_rounds = timed["loop"]["frames_per_cpu_s_rounds"]
+    width = max(map(len, timed)) + 2
     ratios = {}
     for name, t in timed.items():
         ratios[name] = so.paired_ratio(t["frames_per_cpu_s_rounds"], loop_rounds)
         per_step = 1e6 * num_envs * t["frames_per_step"] / t["frames_per_cpu_s_median"]
-        print(f"{name:26s} {per_step:7.1f} us/step  ratio {ratios[name]:.3f}")
+        print(f"{name:{width}s} {per_step:7.1f} us/step  ratio {ratios[name]:.3f}")
     return ratios
 
 

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from harness.execution.executor import default_validate
+from harness.execution.inputs import default_validate
 from harness.spaces import Space, from_gymnasium
 from reference_agents.components.helpers.n_step import NStepAccumulator
 from reference_agents.workers.envs import EnvFactory, VectorEnv, index_value
@@ -74,7 +74,7 @@ class VectorEnvWorker:
         explore: act with exploration (``get_actions(explore=...)``).
         validate: also check the observations of every later reset against the agent's state space
             (the first reset's always are); None (default) takes the process default,
-            `harness.execution.executor.default_validate` (``$SPACEGRAPH_VALIDATE``: on in the test
+            `harness.execution.inputs.default_validate` (``$SPACEGRAPH_VALIDATE``: on in the test
             suites and the ``spacegraph`` command, off in benchmarks). At 16 CartPole environments an
             episode ends on most steps, and the check was about 5% of a step. Validate also checks every
             step's actions of an agent that declares the environment's action space (``action_space``);

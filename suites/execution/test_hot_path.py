@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.execution.executor import _arg_converter
+from harness.execution.inputs import arg_converter
 from harness.graph import Component, api, graph_fn
 from harness.graph.errors import ExecutionError
 from harness.spaces import Dict, FloatBox, IntBox
@@ -16,7 +16,7 @@ VALUE = {"a": np.ones((3, 2), np.float32), "n": np.array([0, 1, 3])}
 
 
 def test_flat_dict_fast_path_equals_the_general_path(monkeypatch):
-    fast = _arg_converter("Root 'root'", "apply", "obs", SPACE, lambda x: ("fed", x))
+    fast = arg_converter("Root 'root'", "apply", "obs", SPACE, lambda x: ("fed", x))
     out = fast(VALUE)
     assert list(out) == ["a", "n"] and all(v[0] == "fed" for v in out.values())
     np.testing.assert_array_equal(out["n"][1], VALUE["n"])
@@ -26,7 +26,7 @@ def test_flat_dict_fast_path_equals_the_general_path(monkeypatch):
 
 
 def test_flat_dict_fast_path_leaves_bad_values_to_the_general_errors():
-    convert = _arg_converter("Root 'root'", "apply", "obs", SPACE, lambda x: x)
+    convert = arg_converter("Root 'root'", "apply", "obs", SPACE, lambda x: x)
     with pytest.raises(ExecutionError, match=r"apply\(obs\): .*missing \['n'\]"):
         convert({"a": VALUE["a"]})
     with pytest.raises(ExecutionError, match=r"unexpected \['z'\]"):
@@ -41,7 +41,7 @@ def test_flat_dict_fast_path_leaves_bad_values_to_the_general_errors():
 
 def test_nested_dict_takes_the_general_path(monkeypatch):
     nested = Dict(x=SPACE, b=FloatBox(1, batch_rank=True))
-    convert = _arg_converter("Root 'root'", "apply", "obs", nested, lambda x: x)
+    convert = arg_converter("Root 'root'", "apply", "obs", nested, lambda x: x)
     calls = []
     general = Dict.flatten_value
     monkeypatch.setattr(Dict, "flatten_value", lambda self, *a, **k: calls.append(self) or general(self, *a, **k))

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.execution.executor import VALIDATE_ENV, GraphExecutor, default_validate
+from harness.execution.executor import GraphExecutor
+from harness.execution.inputs import VALIDATE_ENV, default_validate
 from harness.graph import Component, ExecutionError, SpacegraphError, api, graph_fn
 from harness.graph.errors import InputValidationError
 from harness.spaces import BoolBox, Dict, FloatBox, IntBox

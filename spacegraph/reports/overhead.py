@@ -180,20 +180,16 @@ def markdown(r: dict[str, Any]) -> str:
                      + " | ".join(f"{_cell(by_backend[b]['act'], t['sampling'])} "
                                   f"({statistics.median(by_backend[b]['observing']):.2f})" + _hand(by_backend[b])
                                   for b in backends) + " |")
-    for point, by_backend in r.get("sampling", {}).items():
-        if any(by_backend[b].get("traced_act") for b in backends):
-            config, n = point.rsplit("-", 1)
-            lines.append(f"| sampling worker/direct loop, {config.capitalize()}, {n} env(s): acting, `act` traced "
-                         f"(`execution.trace: [act]`) | >= {t['sampling']} | "
-                         + " | ".join(_cell(by_backend[b]["traced_act"], t["sampling"]) if by_backend[b].get(
-                             "traced_act") else "-" for b in backends) + " |")
-    for point, by_backend in r.get("sampling", {}).items():
-        if any(by_backend[b].get("eager_act") for b in backends):
-            config, n = point.rsplit("-", 1)
-            lines.append(f"| sampling worker/direct loop, {config.capitalize()}, {n} env(s): acting step by step, "
-                         f"no replays (`execution.replay: false`) | - | "
-                         + " | ".join(_spread(by_backend[b]["eager_act"]) if by_backend[b].get("eager_act") else "-"
-                                      for b in backends) + " |")
+    # PyTorch-only rows: the traced act (held to the target) and the act step by step (for comparison)
+    for key, label, target in (("traced_act", "acting, `act` traced (`execution.trace: [act]`)", t["sampling"]),
+                               ("eager_act", "acting step by step, no replays (`execution.replay: false`)", None)):
+        for point, by_backend in r.get("sampling", {}).items():
+            if any(by_backend[b].get(key) for b in backends):
+                config, n = point.rsplit("-", 1)
+                cells = [("-" if not by_backend[b].get(key) else _spread(by_backend[b][key]) if target is None
+                          else _cell(by_backend[b][key], target)) for b in backends]
+                lines.append(f"| sampling worker/direct loop, {config.capitalize()}, {n} env(s): {label} | "
+                             f"{'-' if target is None else f'>= {target}'} | " + " | ".join(cells) + " |")
     lines.append(f"| start-up: `spacegraph train dqn_cartpole` to first progress line (s) | <= {t['startup_s']} | "
                  + " | ".join(_cell(r["startup"][b], t["startup_s"], False) for b in backends) + " |")
     if r.get("imports"):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 
 import pytest
 
@@ -14,6 +13,7 @@ from harness.execution.executor import GraphExecutor
 from harness.graph import AssemblyError, BuildError, Component, api, graph_fn
 from harness.graph import visualize
 from harness.graph.visualize import API_NODE, GraphModel, GraphvizMissing, to_dot, to_html, write
+from suites.html_checks import browser  # noqa: F401  (the headless Chromium fixture)
 
 X = "float32[B,3]"
 
@@ -248,43 +248,6 @@ def test_svg_is_rendered_with_every_component(built, tmp_path):
 
 
 # ---- the HTML in a real headless browser -----------------------------------------------------------
-
-CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--window-size=1280,800"]
-
-
-def _browser_missing() -> str | None:
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed (pip install selenium)"
-    for binary in ("chromium", "chromedriver"):
-        if shutil.which(binary) is None:
-            return f"{binary} is not installed (apt-get install chromium chromium-driver)"
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    missing = _browser_missing()
-    if missing:
-        pytest.skip(missing)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    for flag in CHROME_FLAGS:
-        options.add_argument(flag)
-    profile = tempfile.mkdtemp(prefix="spacegraph-chromium-")
-    options.add_argument(f"--user-data-dir={profile}")
-    options.binary_location = shutil.which("chromium")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
-
 
 def _click_node(driver, node_id: str) -> None:
     from selenium.webdriver.common.action_chains import ActionChains

@@ -2,14 +2,21 @@
 
 The JavaScript libraries are package data of `harness.graph` (``harness/graph/assets/``, each with
 its LICENSE.<name> beside it) and are inlined into the page.
+
+Names in a drawing (class names, devices, variables, errors quoting config values, the title made
+from a file name) are data, never markup: the page template is filled in one pass (`fill_template`,
+so nothing substituted is scanned for markers again), the graph travels as JSON in a
+``<script type="application/json">`` element escaped for HTML (`script_json`), text goes through
+`html_text`, and the app puts names into the page with ``textContent`` and cytoscape's canvas labels.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import re
 from importlib import resources
-from typing import Any
+from typing import Any, Mapping
 
 from harness.graph.visualize.model import API_NODE, FAILED_COLOR, GraphModel
 
@@ -33,6 +40,49 @@ JS_LIBRARIES = [
 
 def _asset(name: str) -> str:
     return resources.files("harness.graph").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+#: A template marker: ``@NAME@`` (capitals only).
+_MARKER = re.compile(r"@([A-Z]+)@")
+
+#: What `script_json` escapes beyond JSON itself: ``<`` and ``>`` (no ``</script>`` or ``<!--`` can end or
+#: change the script element), ``&``, and ``@`` (no template marker survives in data).
+_SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "@": "\\u0040"}
+
+
+def fill_template(template: str, values: Mapping[str, str]) -> str:
+    """``template`` with each ``@NAME@`` replaced by ``values[NAME]``, in one pass.
+
+    The template is split once on its markers, so a value that contains a marker (or anything
+    else) is never scanned again: no substitution can reach into another's output.
+
+    Raises:
+        ValueError: when the template's markers and the keys of ``values`` differ (a programming error).
+    """
+    pieces = _MARKER.split(template)
+    names = pieces[1::2]
+    if set(names) != set(values):
+        raise ValueError(f"template markers {sorted(set(names))} do not match the values given {sorted(values)}")
+    pieces[1::2] = [values[name] for name in names]
+    return "".join(pieces)
+
+
+def html_text(value: str) -> str:
+    """``value`` escaped for HTML text or a quoted attribute; ``@`` too, so no template marker survives."""
+    return html.escape(value, quote=True).replace("@", "&#64;")
+
+
+def script_json(value: Any) -> str:
+    """``value`` as JSON to put inside ``<script type="application/json">``, read back with ``JSON.parse``.
+
+    Only ASCII comes out (``ensure_ascii``: U+2028, U+2029 and every other non-ASCII character as
+    ``\\uXXXX``); ``<``, ``>``, ``&`` and ``@`` are written as ``\\u003c`` etc., which is the same JSON.
+
+    Raises:
+        ValueError: for NaN or infinity, which ``JSON.parse`` would refuse.
+    """
+    text = json.dumps(value, ensure_ascii=True, allow_nan=False)
+    return re.sub(r"[<>&@]", lambda m: _SCRIPT_ESCAPES[m.group()], text)
 
 
 def _elements(model: GraphModel) -> dict[str, Any]:
@@ -64,13 +114,12 @@ def to_html(model: GraphModel) -> str:
     payload = {"title": model.title, "root": model.root, "error": model.error, "failed": model.failed,
                "elements": _elements(model),
                "devices": [{"device": d or "default", "color": model.device_color(d)} for d in model.devices()]}
-    data = json.dumps(payload).replace("</", "<\\/")
     info = "; ".join(f"{lib['name']} {lib['version']} ({lib['license']}, assets/LICENSE.{lib['name']}) from "
                      f"{lib['source']} sha256 {lib['sha256']}" for lib in JS_LIBRARIES)
     libraries = "\n".join(f"<script>/* {lib['name']} {lib['version']}, {lib['license']} license */\n"
                           f"{_asset(lib['file'])}\n</script>" for lib in JS_LIBRARIES)
-    return (_HTML.replace("@TITLE@", html.escape(model.title)).replace("@LIBINFO@", html.escape(info))
-            .replace("@DATA@", data).replace("@APP@", _APP_JS).replace("@LIBRARIES@", libraries))
+    return fill_template(_HTML, {"TITLE": html_text(model.title), "LIBINFO": html_text(info),
+                                 "LIBRARIES": libraries, "DATA": script_json(payload), "APP": _APP_JS})
 
 
 _HTML = """<!DOCTYPE html>

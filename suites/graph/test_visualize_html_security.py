@@ -35,7 +35,8 @@ def hostile_model() -> GraphModel:
     edges = [ApiEdge(API_NODE, "net", "run", {"x": "float32[B,3]"}, "float32[B,2]", ["run"])]
     for i, name in enumerate(HOSTILE):
         path = f"net/{name}"
-        components[path] = ComponentNode(path, name, f"Cls{name}", "net", f"dev{i}{name}", "failed" if i == 0 else "built",
+        status = "failed" if i == 0 else "built"
+        components[path] = ComponentNode(path, name, f"Cls{name}", "net", f"dev{i}{name}", status,
                                          [VariableInfo(f"var{name}", (3, 2), "float32")], {name: f"space{name}"},
                                          [f"m{i}{name}"])
         edges.append(ApiEdge("net", path, f"m{i}{name}", {name: f"in{name}"}, f"out{name}", ["run"]))

@@ -282,6 +282,23 @@ def cmd_actor(args: argparse.Namespace) -> int:
     return run_remote_actor(args.address, args.index, args.reconnect_seconds)
 
 
+def out_dir_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the folder ``spacegraph train`` will write into (``--resume DIR``, ``--out`` or the
+    default ``runs/``), checked before any work: a file in the way, not creatable, not writable. None if fine."""
+    from harness.execution.serialization import check_out_dir
+
+    try:
+        if args.resume is not None:
+            check_out_dir(args.resume, "--resume")
+        elif args.out is not None:
+            check_out_dir(args.out, "--out")
+        else:
+            check_out_dir("runs", "the default --out folder")
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     import time
 
@@ -294,6 +311,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.config is None and args.resume is None:
         return fail("give a CONFIG (a file or a name in reference_agents/configs, e.g. dqn_cartpole) or --resume DIR")
+    problem = out_dir_problem(args)
+    if problem:
+        return fail(problem)
     progress = False if args.quiet else (True if args.progress else None)
     options = {"eval_every": args.eval_every, "eval_episodes": args.eval_episodes, "eval_envs": args.eval_envs,
                "target_return": args.target_return, "screen_episodes": args.screen_episodes,
@@ -453,8 +473,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--steps", type=_positive_int, help=f"total env steps (default {DEFAULT_TRAIN_STEPS:,}; "
                                                             f"with --resume the saved total)")
     train.add_argument("--seed", type=int, help="overrides the config's seed")
-    train.add_argument("--out", help="run directory (default runs/<config>-<backend>-<timestamp>)")
-    train.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its checkpoint")
+    train.add_argument("--out", help="run directory (default runs/<config>-<backend>-<timestamp>); checked "
+                                     "before any work: not a file, creatable, writable")
+    train.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its checkpoint (from "
+                                                       "DIR/checkpoint.old, with a warning, when the newest "
+                                                       "checkpoint is damaged)")
     train.add_argument("--eval-every", type=_positive_int, help="env steps between evaluations "
                                                                 "(default: the config's evaluation.every)")
     train.add_argument("--eval-episodes", type=_positive_int, help="greedy episodes of the full evaluation, whose "

@@ -8,7 +8,6 @@ and actors started elsewhere reconnect to a learner resumed on the same ``--serv
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -18,19 +17,16 @@ EXECUTORS = ("local", "tf-dist", "ray", "seed")
 
 
 def is_impala_run(directory: str) -> bool:
-    """Whether a run directory holds an IMPALA agent checkpoint."""
-    from reference_agents.agents.checkpoints import CHECKPOINT_STATE
+    """Whether a run directory's newest readable checkpoint holds an IMPALA agent (``checkpoint``, else
+    ``checkpoint.old``; damaged ones are passed over here, and reported by the resume)."""
+    from reference_agents.agents import BadFileError, checkpoint_format
+    from reference_agents.training.checkpoints import checkpoint_dirs
 
-    import numpy as np
-
-    for sub in ("checkpoint", "checkpoint.old"):
-        path = os.path.join(directory, sub, CHECKPOINT_STATE)
-        if os.path.exists(path):
-            try:
-                with np.load(path, allow_pickle=False) as data:
-                    return json.loads(str(data["__meta__"])).get("format") == "spacegraph-impala-checkpoint"
-            except (OSError, KeyError, ValueError):
-                return False
+    for ckpt in checkpoint_dirs(directory):
+        try:
+            return checkpoint_format(ckpt) == "spacegraph-impala-checkpoint"
+        except BadFileError:
+            continue
     return False
 
 

@@ -1,13 +1,16 @@
-"""Model export/import: weights plus metadata in one ``.npz``, written atomically."""
+"""Files: model export/import (weights plus metadata in one ``.npz``), atomic writes, the readers that turn a
+damaged or foreign file into one `BadFileError`, and `check_out_dir` for a folder a command will write into."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import struct
 import tempfile
 import zipfile
-from typing import TYPE_CHECKING, Any, Iterator
+import zlib
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 
@@ -18,6 +21,255 @@ if TYPE_CHECKING:
 
 FORMAT = "spacegraph-model"
 META_KEY = "__spacegraph_meta__"
+
+
+class BadFileError(ValueError):
+    """A file that cannot be used: missing, empty, truncated, corrupted, or not the kind of file expected.
+
+    The message is ``"[<context>: ]<path> <problem>"``, e.g. ``"run/checkpoint/agent_state.npz is damaged:
+    truncated, corrupted or not an .npz archive (BadZipFile: File is not a zip file)"``.
+
+    Attributes:
+        path: the file.
+        problem: what is wrong with it, phrased to follow the path (``"is empty (0 bytes)"``).
+        context: who read it and for what (may be empty).
+    """
+
+    def __init__(self, path: str | os.PathLike, problem: str, context: str = "") -> None:
+        self.path, self.problem, self.context = os.fspath(path), problem, context
+        super().__init__(f"{context}: {self.path} {problem}" if context else f"{self.path} {problem}")
+
+    def within(self, context: str) -> "BadFileError":
+        """The same error with ``context`` put before the message (outermost first)."""
+        return BadFileError(self.path, self.problem, f"{context}: {self.context}" if self.context else context)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # (raised in a Ray actor, it travels by pickle)
+        return type(self), (self.path, self.problem, self.context)
+
+
+#: Everything reading a damaged file can raise: zipfile (a truncated or flipped archive, an unknown compression
+#: method), zlib, NumPy's ``.npy`` parser (ValueError, also for the pickles ``allow_pickle=False`` refuses), json,
+#: text decoding (UnicodeDecodeError is a ValueError) and an absurd array size in a damaged header.
+READ_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error, OSError, ValueError, KeyError,
+               IndexError, TypeError, NotImplementedError, struct.error, OverflowError, MemoryError)
+
+
+def describe_read_error(exc: BaseException) -> str:
+    """What a `READ_ERRORS` exception says about the file it came from, in words (the exception appended)."""
+    detail = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, FileNotFoundError):
+        return "is missing"
+    if isinstance(exc, IsADirectoryError):
+        return "is a folder, not a file"
+    if isinstance(exc, PermissionError):
+        return f"cannot be read ({detail})"
+    if isinstance(exc, (zipfile.BadZipFile, EOFError, struct.error)):
+        return f"is damaged: truncated, corrupted or not an .npz archive ({detail})"
+    if isinstance(exc, zlib.error):
+        return f"is damaged: its compressed data does not decompress ({detail})"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"is not UTF-8 text ({detail})"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"is not valid JSON ({exc})"
+    if isinstance(exc, ValueError) and "allow_pickle" in str(exc):
+        return "holds pickled Python objects, which are never loaded (allow_pickle=False)"
+    return f"is damaged or not the file expected ({detail})"
+
+
+def _check_formats(path: str, found: Any, formats: str | Iterable[str] | None, kind: str) -> None:
+    if formats is None:
+        return
+    allowed = (formats,) if isinstance(formats, str) else tuple(formats)
+    if found not in allowed:
+        raise BadFileError(path, f"is not {kind}: its format is {found!r}, expected "
+                                 f"{' or '.join(repr(f) for f in allowed)}")
+
+
+def _check_zip_start(path: str, kind: str) -> None:
+    """Refuses a file that does not start like a zip archive (NumPy would try a pickle or an ``.npy`` next)."""
+    with open(path, "rb") as fh:
+        start = fh.read(6)
+    if not start:
+        raise BadFileError(path, "is empty (0 bytes)")
+    if start.startswith(b"\x93NUMPY"):
+        raise BadFileError(path, f"is not {kind}: it is a single .npy array, not an .npz archive")
+    if not start.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        raise BadFileError(path, f"is damaged: truncated, corrupted or not an .npz archive (it starts with "
+                                 f"{start!r}, not a zip archive's signature)")
+
+
+def read_npz(path: str | os.PathLike, kind: str = "the archive expected", *, meta_key: str | None = None,
+             formats: str | Iterable[str] | None = None,
+             required: Iterable[str] = ()) -> tuple[dict[str, Any] | None, dict[str, np.ndarray]]:
+    """Every array of an ``.npz`` archive, read in full now (NumPy reads members lazily, and a damaged member
+    would fail later, anywhere), and its JSON metadata.
+
+    Args:
+        path: the archive.
+        kind: what it should be, for messages (``"a spacegraph model"``).
+        meta_key: the member holding the metadata as a JSON string (a 0-d text array); None: no metadata.
+        formats: the metadata's ``format`` must be this (or one of these).
+        required: members that must be present (besides ``meta_key``).
+
+    Returns:
+        ``(metadata or None, {member: array})``, the metadata member left out of the arrays.
+
+    Raises:
+        BadFileError: naming the file and what is wrong (missing, empty, truncated or corrupted, a single
+            ``.npy``, pickled objects, a missing member, metadata that is not a JSON object, another format).
+    """
+    path = os.fspath(path)
+    try:
+        _check_zip_start(path, kind)
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except BadFileError:
+        raise
+    except READ_ERRORS as exc:
+        raise BadFileError(path, describe_read_error(exc)) from None
+    missing = [k for k in (*([meta_key] if meta_key else []), *required) if k not in arrays]
+    if missing:
+        held = sorted(arrays)
+        raise BadFileError(path, f"is not {kind}: it lacks the member(s) {missing} (it holds "
+                                 f"{held[:6]}{' and more' if len(held) > 6 else ''})")
+    meta = None
+    if meta_key is not None:
+        raw = arrays.pop(meta_key)
+        if raw.ndim != 0 or raw.dtype.kind != "U":
+            raise BadFileError(path, f"is not {kind}: its metadata {meta_key!r} is a {raw.dtype} array of shape "
+                                     f"{raw.shape}, not a JSON text")
+        try:
+            meta = json.loads(str(raw))
+        except ValueError as exc:
+            raise BadFileError(path, f"is not {kind}: its metadata {meta_key!r} is not valid JSON ({exc})") from None
+        if not isinstance(meta, dict):
+            raise BadFileError(path, f"is not {kind}: its metadata {meta_key!r} is a JSON {type(meta).__name__}, "
+                                     f"not an object")
+        _check_formats(path, meta.get("format"), formats, kind)
+    return meta, arrays
+
+
+def read_json(path: str | os.PathLike, kind: str = "the JSON file expected",
+              formats: str | Iterable[str] | None = None) -> dict[str, Any]:
+    """The JSON object in a file; with ``formats``, its ``format`` key must be this (or one of these).
+
+    Raises:
+        BadFileError: naming the file and what is wrong (missing, empty, not UTF-8, not JSON, not an object,
+            another format).
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        if not raw:
+            raise BadFileError(path, "is empty (0 bytes)")
+        data = json.loads(raw.decode("utf-8"))
+    except BadFileError:
+        raise
+    except READ_ERRORS as exc:
+        raise BadFileError(path, describe_read_error(exc)) from None
+    if not isinstance(data, dict):
+        raise BadFileError(path, f"is not {kind}: it holds a JSON {type(data).__name__}, not an object")
+    _check_formats(path, data.get("format"), formats, kind)
+    return data
+
+
+def fields(path: str | os.PathLike, mapping: dict[str, Any], **types: type | tuple[type, ...]) -> list[Any]:
+    """The values of ``mapping`` (a file's metadata) under the keys given, each checked against its type.
+
+    ``int`` accepts no bool; ``float`` accepts an int too.
+
+    Raises:
+        BadFileError: naming the file and the key that is missing or of another type.
+    """
+    values = []
+    for key, kind in types.items():
+        if key not in mapping:
+            raise BadFileError(path, f"has no {key!r} in its metadata")
+        value = mapping[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        kinds = kinds + ((int,) if float in kinds else ())
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            raise BadFileError(path, f"has {key!r} = {str(value)[:80]!r} in its metadata, expected {names}")
+        values.append(value)
+    return values
+
+
+def verify_npz(path: str | os.PathLike) -> list[str]:
+    """Checks an ``.npz`` archive whole without loading its arrays (for large files read elsewhere): every
+    member's checksum, and that each is an ``.npy`` array without pickled objects whose data fills it.
+
+    Returns:
+        The member names (without ``.npy``).
+
+    Raises:
+        BadFileError: naming the file and what is wrong.
+    """
+    path = os.fspath(path)
+    try:
+        _check_zip_start(path, "an .npz archive")
+        names = []
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+            if bad is not None:
+                raise BadFileError(path, f"is damaged: member {bad!r} fails its checksum")
+            for info in archive.infolist():
+                with archive.open(info) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                        np.lib.format.read_array_header_2_0
+                    shape, _, dtype = reader(fh)
+                    header = fh.tell()
+                if dtype.hasobject:
+                    raise BadFileError(path, f"has a member {info.filename!r} holding pickled Python objects, "
+                                             f"which are never loaded (allow_pickle=False)")
+                if header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != info.file_size:
+                    raise BadFileError(path, f"is damaged: member {info.filename!r} is {info.file_size} bytes, "
+                                             f"its header says {shape} {dtype}")
+                names.append(info.filename.removesuffix(".npy"))
+    except BadFileError:
+        raise
+    except READ_ERRORS as exc:
+        raise BadFileError(path, describe_read_error(exc)) from None
+    return names
+
+
+def check_out_dir(path: str | os.PathLike, flag: str = "--out") -> str:
+    """Checks, before any work, that ``path`` can be a folder to write into: an existing folder or one that
+    can be made (no file in the way), where a file can be created. Nothing is left behind: a folder that does
+    not exist yet is not made.
+
+    Args:
+        path: the folder.
+        flag: the flag (or argument) that named it, for the message.
+
+    Returns:
+        ``path`` (as a string).
+
+    Raises:
+        ValueError: naming the flag, the path and what is wrong.
+    """
+    path = os.fspath(path)
+    where = os.path.abspath(path)
+    if os.path.exists(where) and not os.path.isdir(where):
+        raise ValueError(f"{flag} {path}: is a file, not a folder; give a folder (it is created if needed)")
+    probe_in = where
+    while not os.path.exists(probe_in):
+        parent = os.path.dirname(probe_in)
+        if parent == probe_in:
+            break
+        probe_in = parent
+    if not os.path.isdir(probe_in):
+        raise ValueError(f"{flag} {path}: cannot be made: {probe_in} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".spacegraph-write-check-", dir=probe_in)
+    except OSError as exc:
+        verb = "is not writable" if probe_in == where else f"cannot be made in {probe_in}"
+        raise ValueError(f"{flag} {path}: {verb} ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
 
 
 @contextlib.contextmanager
@@ -71,42 +323,28 @@ def export_model(executor: "GraphExecutor", path: str) -> str:
 
 
 def _read_model_file(path: str) -> tuple[dict, dict[str, np.ndarray]]:
-    """The metadata and weights of a model file; ValueError naming ``path`` for anything else."""
-    unreadable = (OSError, EOFError, ValueError, zipfile.BadZipFile)
-    try:
-        data = np.load(path, allow_pickle=False)
-    except unreadable as exc:
-        raise ValueError(f"import_model: cannot read {path} as a spacegraph model: {exc}") from None
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise ValueError(f"import_model: {path} is not a spacegraph model (a single .npy array, not an .npz archive)")
-    with data:
-        if META_KEY not in data.files:
-            raise ValueError(f"import_model: {path} is not a spacegraph model (no {META_KEY} entry)")
-        try:
-            meta = json.loads(str(data[META_KEY]))
-            weights = {k[2:]: data[k] for k in data.files if k.startswith("w:")}
-        except unreadable as exc:
-            raise ValueError(f"import_model: cannot read {path}: {exc}") from None
-    if not isinstance(meta, dict):
-        raise ValueError(f"import_model: {path} has malformed metadata {meta!r}")
-    return meta, weights
+    """The metadata and weights of a model file; `BadFileError` naming ``path`` for anything else."""
+    meta, arrays = read_npz(path, "a spacegraph model", meta_key=META_KEY, formats=FORMAT)
+    return meta, {k[2:]: v for k, v in arrays.items() if k.startswith("w:")}
 
 
 def import_model(executor: "GraphExecutor", path: str) -> None:
     """Loads a file written by `export_model` into ``executor`` (either backend).
 
     Raises:
-        ValueError: naming the file and what does not fit (format, root class,
-            variable keys or shapes); the executor's weights are unchanged then.
+        BadFileError: (a ValueError) naming the file and what does not fit (damage, format, root class,
+            variable keys, shapes or dtypes); the executor's weights are unchanged then.
     """
     path = os.fspath(path)
-    meta, weights = _read_model_file(path)
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"import_model: {path} has format {meta.get('format')!r}, expected {FORMAT!r}")
+    try:
+        meta, weights = _read_model_file(path)
+    except BadFileError as exc:
+        raise exc.within("import_model") from None
     root_class = f"{type(executor.root).__module__}.{type(executor.root).__qualname__}"
     if meta.get("root_class") != root_class:
-        raise ValueError(f"import_model: {path} holds a model of {meta.get('root_class')}, this executor's root is {root_class}")
+        raise BadFileError(path, f"holds a model of {meta.get('root_class')}, this executor's root is {root_class}",
+                           "import_model")
     try:
         executor.set_weights(weights)
     except ValueError as exc:
-        raise ValueError(f"import_model: {path}: {exc}") from None
+        raise BadFileError(path, f"does not fit this executor: {exc}", "import_model") from None

@@ -1,10 +1,10 @@
 """Reference agents built from the component library: `DQNAgent` (double Q, dueling, n-step, PER) and
 `IMPALAAgent` (V-trace actor-critic, feed-forward or LSTM)."""
 
-import json
 import os
 from typing import Any
 
+from harness.execution.serialization import BadFileError
 from reference_agents.agents.config import ConfigError, DQNConfig, _read, load_agent_config
 from reference_agents.agents.dqn_agent import DQNAgent
 from reference_agents.agents.dqn_graph import DQNGraph, QNetwork
@@ -57,21 +57,30 @@ def build_agent(config: Any, backend: str | None = None, seed: int | None = None
     return AGENTS[agent_kind(config)][0](config, backend=backend, seed=seed, **kwargs)
 
 
-def load_checkpoint(directory: str, backend: str | None = None) -> Any:
-    """The agent a checkpoint directory holds (DQN or IMPALA, by its format), restored."""
-    from reference_agents.agents.checkpoints import CHECKPOINT_STATE
-    import numpy as np
+def checkpoint_format(directory: str) -> str:
+    """The ``format`` an agent checkpoint directory's ``agent_state.npz`` names (one of `CHECKPOINT_FORMATS`).
+
+    Raises:
+        BadFileError: (a ValueError) naming the file when it is missing, damaged or of another format.
+    """
+    from reference_agents.agents.checkpoints import read_agent_state
 
     try:
-        with np.load(os.path.join(directory, CHECKPOINT_STATE), allow_pickle=False) as data:
-            fmt = json.loads(str(data["__meta__"])).get("format")
-    except (OSError, KeyError, ValueError) as exc:
-        raise ValueError(f"load_checkpoint: {directory} holds no readable agent checkpoint: {exc}") from None
-    if fmt not in CHECKPOINT_FORMATS:
-        raise ValueError(f"load_checkpoint: {directory} holds a checkpoint of format {fmt!r}; known: "
-                         f"{sorted(CHECKPOINT_FORMATS)}")
-    return CHECKPOINT_FORMATS[fmt].load_checkpoint(directory, backend=backend)
+        meta, _ = read_agent_state(directory, formats=tuple(CHECKPOINT_FORMATS))
+    except BadFileError as exc:
+        raise exc.within(f"load_checkpoint: {directory} holds no readable agent checkpoint") from None
+    return meta["format"]
 
 
-__all__ = ["AGENTS", "ConfigError", "DQNAgent", "DQNConfig", "DQNGraph", "IMPALAAgent", "IMPALAConfig", "QNetwork",
-           "agent_kind", "build_agent", "load_agent_config", "load_checkpoint", "load_config"]
+def load_checkpoint(directory: str, backend: str | None = None) -> Any:
+    """The agent a checkpoint directory holds (DQN or IMPALA, by its format), restored.
+
+    Raises:
+        BadFileError: (a ValueError) naming the checkpoint file that is missing, damaged or does not fit.
+    """
+    return CHECKPOINT_FORMATS[checkpoint_format(directory)].load_checkpoint(directory, backend=backend)
+
+
+__all__ = ["AGENTS", "BadFileError", "ConfigError", "DQNAgent", "DQNConfig", "DQNGraph", "IMPALAAgent", "IMPALAConfig",
+           "QNetwork", "agent_kind", "build_agent", "checkpoint_format", "load_agent_config", "load_checkpoint",
+           "load_config"]

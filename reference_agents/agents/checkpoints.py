@@ -9,12 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from harness.execution.serialization import atomic_file
+from harness.execution.serialization import BadFileError, atomic_file, fields, read_npz
 from reference_agents.components.helpers import NStepAccumulator
 
 CHECKPOINT_WEIGHTS = "agent_variables.npz"
 CHECKPOINT_STATE = "agent_state.npz"
 CHECKPOINT_REPLAY = "agent_replay.npz"
+CHECKPOINT_FORMAT = "spacegraph-dqn-checkpoint"
+MODEL_FORMAT = "spacegraph-dqn-model"
 
 
 def _atomic_savez(path: str, arrays: dict[str, np.ndarray]) -> None:
@@ -32,7 +34,7 @@ class CheckpointMixin:
         path = os.fspath(path)
         if not path.endswith(".npz"):
             path += ".npz"
-        meta = {"format": "spacegraph-dqn-model", "config": self.config.model_dump(by_alias=True),
+        meta = {"format": MODEL_FORMAT, "config": self.config.model_dump(by_alias=True),
                 "backend": self.backend, "state_space": repr(self.state_space), "num_actions": self.num_actions}
         arrays = {"__meta__": np.array(json.dumps(meta))}
         arrays.update({f"w:{k}": v for k, v in self.get_weights().items()})
@@ -43,24 +45,21 @@ class CheckpointMixin:
         """Loads a file `export_model` wrote (from either backend) into the online and target networks.
 
         Raises:
-            ValueError: naming the file and what does not fit; the agent is unchanged then.
+            BadFileError: (a ValueError) naming the file and what does not fit; the agent is unchanged then.
         """
+        path = os.fspath(path)
+        where = f"{type(self).__name__}.import_model"
         try:
-            with np.load(path, allow_pickle=False) as data:
-                meta = json.loads(str(data["__meta__"]))
-                weights = {k[2:]: data[k] for k in data.files if k.startswith("w:")}
-        except (OSError, KeyError, ValueError) as exc:
-            raise ValueError(f"DQNAgent.import_model: {path} is not a DQN model file: {exc}") from None
-        if meta.get("format") != "spacegraph-dqn-model":
-            raise ValueError(f"DQNAgent.import_model: {path} is not a DQN model file (format {meta.get('format')!r})")
+            meta, arrays = read_npz(path, "a DQN model file", meta_key="__meta__", formats=MODEL_FORMAT)
+        except BadFileError as exc:
+            raise exc.within(where) from None
         if meta.get("num_actions") != self.num_actions or meta.get("state_space") != repr(self.state_space):
-            raise ValueError(f"DQNAgent.import_model: {path} is for states {meta.get('state_space')} and "
-                             f"{meta.get('num_actions')} actions; this agent has {self.state_space!r} and "
-                             f"{self.num_actions}")
+            raise BadFileError(path, f"is for states {meta.get('state_space')} and {meta.get('num_actions')} "
+                                     f"actions; this agent has {self.state_space!r} and {self.num_actions}", where)
         try:
-            self.set_weights(weights)
+            self.set_weights({k[2:]: v for k, v in arrays.items() if k.startswith("w:")})
         except ValueError as exc:
-            raise ValueError(f"DQNAgent.import_model: {path}: {exc}") from None
+            raise BadFileError(path, f"does not fit this agent: {exc}", where) from None
 
     def state_dict(self) -> dict[str, Any]:
         """The Python-side state: counters, open n-step windows and staged transitions."""
@@ -88,7 +87,7 @@ class CheckpointMixin:
                 windows[f"next:{env}"] = np.asarray(acc["last_next_state"])
             acc["steps"] = len(acc["steps"])
             acc.pop("last_next_state")
-        meta = {"format": "spacegraph-dqn-checkpoint", "config": self.config.model_dump(by_alias=True),
+        meta = {"format": CHECKPOINT_FORMAT, "config": self.config.model_dump(by_alias=True),
                 "backend": self.backend, "state_space": repr(self.state_space),
                 "action_space": repr(self.action_space), "saved_at": time.time(),
                 "timesteps": state["timesteps"], "updates": state["updates"],
@@ -104,57 +103,123 @@ class CheckpointMixin:
         from the last observed state with ``gamma^k``, like a time limit) and staged for replay.
 
         Raises:
-            ValueError: naming the directory and what is missing or does not fit; nothing changes then.
+            BadFileError: (a ValueError) naming the file that is missing, damaged or does not fit this agent;
+                the weights and counters are unchanged then (a replay file that does not fit can leave the
+                replay partly loaded).
+            ValueError: when the checkpoint is for other state or action spaces.
         """
-        weights_path = os.path.join(directory, CHECKPOINT_WEIGHTS)
-        state_path = os.path.join(directory, CHECKPOINT_STATE)
+        directory = os.fspath(directory)
+        where = f"{type(self).__name__}.restore: {directory} holds no readable agent checkpoint"
+        state_path, weights_path, replay_path = (os.path.join(directory, f) for f in (
+            CHECKPOINT_STATE, CHECKPOINT_WEIGHTS, CHECKPOINT_REPLAY))
         try:
-            with np.load(state_path, allow_pickle=False) as data:
-                meta = json.loads(str(data["__meta__"]))
-                arrays = {k: data[k] for k in data.files if k != "__meta__"}
-            with np.load(weights_path, allow_pickle=False) as data:
-                weights = {k[2:]: data[k] for k in data.files if k.startswith("w:")}
-        except (OSError, KeyError, ValueError) as exc:
-            raise ValueError(f"DQNAgent.restore: {directory} holds no readable agent checkpoint: {exc}") from None
-        if meta.get("state_space") != repr(self.state_space) or meta.get("action_space") != repr(self.action_space):
-            raise ValueError(f"DQNAgent.restore: {directory} is for states {meta.get('state_space')} and actions "
-                             f"{meta.get('action_space')}; this agent has {self.state_space!r} and "
-                             f"{self.action_space!r}")
-        replay_path = os.path.join(directory, CHECKPOINT_REPLAY)
+            meta, arrays = read_agent_state(directory, CHECKPOINT_FORMAT)
+            _, variables = read_npz(weights_path, "an agent checkpoint's variables file")
+            _, replay = read_npz(replay_path, "an agent checkpoint's replay file")
+            timesteps, updates, due, accumulators, state_space, action_space = fields(
+                state_path, meta, timesteps=int, updates=int, updates_due_at=int, accumulators=dict,
+                state_space=str, action_space=str)
+            restored, staged = _restore_windows(state_path, accumulators, arrays)
+        except BadFileError as exc:
+            raise exc.within(where) from None
+        if state_space != repr(self.state_space) or action_space != repr(self.action_space):
+            raise ValueError(f"{type(self).__name__}.restore: {directory} is for states {state_space} and actions "
+                             f"{action_space}; this agent has {self.state_space!r} and {self.action_space!r}")
+        previous = self.executor.get_weights()
         try:
-            with np.load(replay_path, allow_pickle=False) as data:
-                replay = {k: data[k] for k in data.files}
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"DQNAgent.restore: {directory} holds no readable replay file: {exc}") from None
+            self.executor.set_weights({k[2:]: v for k, v in variables.items() if k.startswith("w:")})
+        except ValueError as exc:
+            raise BadFileError(weights_path, f"does not fit this agent: {exc} (was it saved with another config?)",
+                               where) from None
         try:
-            self.executor.set_weights(weights)
             if replay or self.replay.state_dict():
                 self.replay.load_state_dict(replay)
-        except (ValueError, KeyError) as exc:
-            raise ValueError(f"DQNAgent.restore: {directory}: {exc} (was it saved with another config?)") from None
-        self.timesteps, self.updates = int(meta["timesteps"]), int(meta["updates"])
-        self._updates_due_at = int(meta["updates_due_at"])
-        self._accumulators = {}
-        self._staged = []
-        for env, acc in meta["accumulators"].items():
-            steps = [(arrays[f"s:{env}:{j}"], arrays[f"a:{env}:{j}"].item(), float(arrays[f"r:{env}:{j}"]))
-                     for j in range(acc["steps"])]
-            restored = NStepAccumulator(acc["n"], acc["gamma"])
-            restored.load_state_dict({"n": acc["n"], "gamma": acc["gamma"], "steps": steps,
-                                      "last_next_state": arrays.get(f"next:{env}")})
-            self._staged += restored.flush()
-            self._accumulators[int(env)] = restored
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            self.executor.set_weights(previous)
+            raise BadFileError(replay_path, f"does not fit this agent's replay: {type(exc).__name__}: {exc} (was it "
+                                            f"saved with another config?)", where) from None
+        self.timesteps, self.updates, self._updates_due_at = timesteps, updates, due
+        self._accumulators, self._staged = restored, staged
 
     @classmethod
     def load_checkpoint(cls, directory: str, backend: str | None = None) -> "CheckpointMixin":
-        """A new agent built from the config saved in ``directory`` (on ``backend`` or the saved one), restored."""
+        """A new agent built from the config saved in ``directory`` (on ``backend`` or the saved one), restored.
+
+        Raises:
+            BadFileError: (a ValueError) naming the checkpoint file that is missing, damaged or does not fit.
+        """
+        directory = os.fspath(directory)
+        return build_saved_agent(cls, directory, backend)
+
+
+def build_saved_agent(cls: type, directory: str, backend: str | None) -> Any:
+    """``cls`` built from the config and spaces saved in ``directory`` (on ``backend`` or the saved one), restored.
+
+    Raises:
+        BadFileError: naming the checkpoint file that is missing, damaged or does not fit (a saved config that
+            does not check names ``agent_state.npz``).
+    """
+    from reference_agents.agents.config import ConfigError
+
+    where = f"{cls.__name__}.load_checkpoint"
+    config, saved_backend, state_space, action_space = saved_agent(directory, where)
+    try:
+        agent = cls(config, backend=backend or saved_backend, state_space=state_space, action_space=action_space)
+    except ConfigError as exc:
+        raise BadFileError(os.path.join(directory, CHECKPOINT_STATE), f"holds a config that does not check: {exc}",
+                           f"{where}: {directory} holds no readable agent checkpoint") from None
+    agent.restore(directory)
+    return agent
+
+
+def read_agent_state(directory: str, formats: str | tuple[str, ...] | None = None) -> tuple[dict[str, Any], dict]:
+    """The metadata and arrays of a checkpoint's ``agent_state.npz`` (`read_npz`: `BadFileError` naming it)."""
+    return read_npz(os.path.join(directory, CHECKPOINT_STATE), "an agent checkpoint's state file",
+                    meta_key="__meta__", formats=formats)
+
+
+def saved_agent(directory: str, where: str) -> tuple[dict[str, Any], str, Any, Any]:
+    """The config, backend and state and action spaces an agent checkpoint was saved with (the spaces parsed).
+
+    Raises:
+        BadFileError: naming ``agent_state.npz`` when it is missing, damaged or lacks one of them.
+    """
+    from harness.spaces import parse
+
+    path = os.path.join(directory, CHECKPOINT_STATE)
+    where = f"{where}: {directory} holds no readable agent checkpoint"
+    try:
+        meta, _ = read_agent_state(directory)
+        config, backend, state_text, action_text = fields(path, meta, config=dict, backend=str, state_space=str,
+                                                          action_space=str)
         try:
-            with np.load(os.path.join(directory, CHECKPOINT_STATE), allow_pickle=False) as data:
-                meta = json.loads(str(data["__meta__"]))
-        except (OSError, KeyError, ValueError) as exc:
-            raise ValueError(f"DQNAgent.load_checkpoint: {directory} holds no readable agent checkpoint: "
-                             f"{exc}") from None
-        agent = cls(meta["config"], backend=backend or meta["backend"], state_space=meta["state_space"],
-                    action_space=meta["action_space"])
-        agent.restore(directory)
-        return agent
+            state_space, action_space = parse(state_text), parse(action_text)
+        except ValueError as exc:
+            raise BadFileError(path, f"has spaces that do not parse: {exc}") from None
+    except BadFileError as exc:
+        raise exc.within(where) from None
+    return config, backend, state_space, action_space
+
+
+def _restore_windows(path: str, accumulators: dict[str, Any], arrays: dict[str, np.ndarray]
+                     ) -> tuple[dict[int, NStepAccumulator], list[dict[str, Any]]]:
+    """The open n-step windows a checkpoint saved, rebuilt and closed as cut short: ``(accumulators, staged)``.
+
+    Raises:
+        BadFileError: naming ``path`` when they do not read back.
+    """
+    restored: dict[int, NStepAccumulator] = {}
+    staged: list[dict[str, Any]] = []
+    try:
+        for env, acc in accumulators.items():
+            steps = [(arrays[f"s:{env}:{j}"], arrays[f"a:{env}:{j}"].item(), float(arrays[f"r:{env}:{j}"]))
+                     for j in range(int(acc["steps"]))]
+            window = NStepAccumulator(acc["n"], acc["gamma"])
+            window.load_state_dict({"n": acc["n"], "gamma": acc["gamma"], "steps": steps,
+                                    "last_next_state": arrays.get(f"next:{env}")})
+            staged += window.flush()
+            restored[int(env)] = window
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
+        raise BadFileError(path, f"has open n-step windows that do not read back ({type(exc).__name__}: {exc})") \
+            from None
+    return restored, staged

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from typing import Any
 
 from harness.execution.actors import ActorExecutor, InProcessActorExecutor
+from harness.execution.serialization import BadFileError, read_json, verify_npz
 from reference_agents.agents.apex import ApexDriver
 
-from .checkpoints import _checkpoint_dir, read_trainer_state, read_worker_state
+from .checkpoints import WORKER_STATE, _trainer_state, _worker_state, checkpoint_dirs, load_newest, saved_settings
 from .trainer import Trainer
 
 EXECUTORS = ("local", "ray")
@@ -42,13 +42,15 @@ def make_actor_executor(kind: str, address: str | None = None, num_cpus: int | N
 
 
 def saved_executor_kind(directory: str | os.PathLike) -> str | None:
-    """The executor kind (``ray`` or ``local``) an Ape-X run directory's checkpoint was written with (None: unknown)."""
-    try:
-        with open(os.path.join(_checkpoint_dir(os.fspath(directory)), APEX_STATE)) as fh:
-            name = json.load(fh).get("executor") or ""
-    except (OSError, ValueError):
-        return None
-    return "ray" if "Ray" in name else "local" if name else None
+    """The executor kind (``ray`` or ``local``) an Ape-X run directory's newest readable checkpoint was written
+    with (None: unknown)."""
+    for ckpt in checkpoint_dirs(directory):
+        try:
+            name = str(read_json(os.path.join(ckpt, APEX_STATE)).get("executor") or "")
+        except BadFileError:
+            continue
+        return "ray" if "Ray" in name else "local" if name else None
+    return None
 
 
 class ApexTrainer(Trainer):
@@ -68,24 +70,18 @@ class ApexTrainer(Trainer):
         self.driver = driver
         super().__init__(driver.agent, out_dir, worker=driver, **kwargs)
 
-    def save_checkpoint(self) -> str:
-        """The `Trainer` checkpoint plus ``apex.json`` and the shards' snapshots (written before it, moved in)."""
-        if self.out_dir is None:
-            raise ValueError("ApexTrainer.save_checkpoint: this trainer has no out_dir")
-        staging = os.path.join(self.out_dir, ".shards-staging")
-        shutil.rmtree(staging, ignore_errors=True)
-        os.makedirs(staging)
+    def _write_checkpoint_extra(self, folder: str) -> None:
+        """``apex.json`` and the shards' snapshots (``shards/shard-J.npz``), in the new checkpoint before it is
+        moved into place."""
+        shards = os.path.join(folder, SHARDS_DIR)
+        os.makedirs(shards)
         if self.driver._started:
-            self.driver.save_shards(os.path.abspath(staging))
-        with open(os.path.join(staging, APEX_STATE), "w") as fh:
+            self.driver.save_shards(os.path.abspath(shards))
+        with open(os.path.join(folder, APEX_STATE), "w") as fh:
             json.dump({"config": self.driver.config.model_dump(by_alias=True), "ledger": self.driver.ledger(False),
                        "executor": type(self.driver.executor).__name__,
                        "worker_failures": self.driver.worker_failures,
                        "shard_failures": self.driver.shard_failures}, fh, indent=1, default=str)
-        final = super().save_checkpoint()
-        os.replace(os.path.join(staging, APEX_STATE), os.path.join(final, APEX_STATE))
-        os.replace(staging, os.path.join(final, SHARDS_DIR))
-        return final
 
     @classmethod
     def resume(cls, directory: str | os.PathLike, executor: ActorExecutor | None = None,  # type: ignore[override]
@@ -100,33 +96,42 @@ class ApexTrainer(Trainer):
             workers: another number of workers (the shards stay as saved).
             **kwargs: `Trainer` arguments overriding the saved settings.
 
+        When a file of the newest checkpoint is missing or damaged, the run continues from ``checkpoint.old``
+        and ``stream`` (default stderr) says so (see `load_newest`).
+
         Raises:
+            BadFileError: (a ValueError) naming the damaged files when no checkpoint loads.
             ValueError: naming the directory and what is missing or inconsistent.
         """
         directory = os.fspath(directory)
         if executor is None:
             raise ValueError("ApexTrainer.resume: give the executor the actors run on")
-        ckpt = _checkpoint_dir(directory)
-        try:
-            with open(os.path.join(ckpt, APEX_STATE)) as fh:
-                saved = json.load(fh)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"ApexTrainer.resume: {directory} holds no Ape-X checkpoint ({APEX_STATE}): "
-                             f"{exc}") from None
-        state = read_trainer_state(directory)
-        worker_state = read_worker_state(directory)
-        driver = ApexDriver(saved["config"], executor, backend=backend, workers=workers)
-        driver.load_state_dict(worker_state)
-        driver.agent.restore(ckpt)
+
+        def load(ckpt: str) -> tuple[dict[str, Any], ApexDriver]:
+            saved = read_json(os.path.join(ckpt, APEX_STATE), "an Ape-X checkpoint state")
+            state, worker_state = _trainer_state(ckpt), _worker_state(ckpt)
+            shards = os.path.join(ckpt, SHARDS_DIR)
+            for name in sorted(os.listdir(shards)) if os.path.isdir(shards) else []:
+                verify_npz(os.path.join(shards, name))  # whole, before the shards (maybe Ray actors) load them
+            if not isinstance(saved.get("config"), dict):
+                raise BadFileError(os.path.join(ckpt, APEX_STATE), "is not an Ape-X checkpoint state: no config")
+            driver = ApexDriver(saved["config"], executor, backend=backend, workers=workers)
+            try:
+                try:
+                    driver.load_state_dict(worker_state)
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise BadFileError(os.path.join(ckpt, WORKER_STATE), f"does not fit the driver: {exc}") from None
+                driver.agent.restore(ckpt)
+            except BaseException:
+                driver.close()
+                raise
+            return state, driver
+
+        ckpt, (state, driver), fell_back = load_newest(directory, load, "ApexTrainer.resume", kwargs.get("stream"))
         driver.start()
         driver.load_shards(os.path.abspath(os.path.join(ckpt, SHARDS_DIR)))
-        settings = {k: state.get(k) for k in ("eval_every", "eval_episodes", "eval_envs", "target_return",
-                                              "checkpoint_every")}
-        if isinstance(state.get("evaluation"), dict):
-            settings["evaluation"] = state["evaluation"]
-        settings.update({k: v for k, v in kwargs.items() if v is not None or k not in settings})
-        trainer = cls(driver, None, **settings)
-        trainer._restore_progress(directory, ckpt, state, driver.total_steps)
+        trainer = cls(driver, None, **saved_settings(state, kwargs))
+        trainer._restore_progress(directory, ckpt, state, driver.total_steps, fell_back)
         return trainer
 
     def close(self) -> None:

@@ -1,132 +1,299 @@
 """Checkpoints of a training run: ``out_dir/checkpoint`` with the agent's checkpoint, ``worker.json`` and
-``trainer.json``, replaced atomically by renames; reading them back for a resume."""
+``trainer.json``, and the one before it, ``out_dir/checkpoint.old``; writing them so that a whole checkpoint is
+always on disk, and reading them back for a resume, falling back to ``checkpoint.old`` when the newest is damaged.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import sys
 import tempfile
-from typing import Any, Callable
+import zipfile
+from typing import Any, Callable, TextIO, TypeVar
 
+from harness.execution.serialization import READ_ERRORS, BadFileError, fields, read_json
 from reference_agents.workers import VectorEnvWorker
 
 CHECKPOINT = "checkpoint"
+OLD_CHECKPOINT = CHECKPOINT + ".old"
 WORKER_STATE, TRAINER_STATE = "worker.json", "trainer.json"
 _STATE_FORMAT = "spacegraph-trainer"
+#: The prefix of the folders a save works in (a new checkpoint being written, or the ones it replaces).
+_WORK_PREFIX = ".checkpoint-"
+
+T = TypeVar("T")
+
+
+def checkpoint_dirs(directory: str | os.PathLike) -> list[str]:
+    """A run directory's checkpoint folders, newest first: ``checkpoint`` and ``checkpoint.old``, where present."""
+    base = os.path.join(os.fspath(directory), CHECKPOINT)
+    return [d for d in (base, base + ".old") if os.path.isdir(d)]
+
+
+def _no_checkpoint(directory: str) -> BadFileError:
+    folder = os.fspath(directory)
+    why = "is no folder" if not os.path.isdir(folder) else f"has neither {CHECKPOINT}/ nor {OLD_CHECKPOINT}/ in it"
+    return BadFileError(folder, why, f"{folder} holds no readable training checkpoint ({CHECKPOINT}/{TRAINER_STATE})")
 
 
 def read_trainer_state(directory: str | os.PathLike) -> dict[str, Any]:
-    """The trainer state saved in a run directory's checkpoint (counters, settings, backend, history).
+    """The trainer state saved in a run directory's newest readable checkpoint (counters, settings, backend,
+    history): ``checkpoint/trainer.json``, else ``checkpoint.old/trainer.json``.
 
     Raises:
-        ValueError: naming the directory when it holds no readable trainer state.
+        BadFileError: (a ValueError) naming the file when no checkpoint holds a readable trainer state.
     """
-    ckpt = _checkpoint_dir(os.fspath(directory))
-    path = os.path.join(ckpt, TRAINER_STATE)
-    try:
-        with open(path) as fh:
-            state = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{os.fspath(directory)} holds no readable training checkpoint ({CHECKPOINT}/"
-                         f"{TRAINER_STATE}): {exc}") from None
-    if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
-        raise ValueError(f"{path} is not a trainer state (format "
-                         f"{state.get('format') if isinstance(state, dict) else None!r})")
+    directory = os.fspath(directory)
+    errors = []
+    for ckpt in checkpoint_dirs(directory):
+        try:
+            return _trainer_state(ckpt)
+        except BadFileError as exc:
+            errors.append(exc)
+    if not errors:
+        raise _no_checkpoint(directory)
+    raise errors[0].within(f"{directory} holds no readable training checkpoint ({CHECKPOINT}/{TRAINER_STATE})")
+
+
+def _trainer_state(ckpt: str) -> dict[str, Any]:
+    return read_json(os.path.join(ckpt, TRAINER_STATE), "a trainer state", formats=_STATE_FORMAT)
+
+
+def _worker_state(ckpt: str) -> dict[str, Any]:
+    path = os.path.join(ckpt, WORKER_STATE)
+    state = read_json(path, "a worker state")
+    fields(path, state, total_steps=int, total_frames=int, total_updates=int, episodes=list)
     return state
 
 
-def _checkpoint_dir(directory: str) -> str:
-    ckpt = os.path.join(directory, CHECKPOINT)
-    if not os.path.isdir(ckpt) and os.path.isdir(ckpt + ".old"):
-        ckpt += ".old"  # a save was cut between its two renames
-    return ckpt
-
-
-def read_worker_state(directory: str) -> dict[str, Any]:
-    """The worker state saved in a run directory's checkpoint (its counters).
+def read_worker_state(directory: str | os.PathLike) -> dict[str, Any]:
+    """The worker state saved in a run directory's newest readable checkpoint (its counters).
 
     Raises:
-        ValueError: naming the directory when it holds no readable worker state.
+        BadFileError: (a ValueError) naming the file when no checkpoint holds a readable worker state.
     """
+    directory = os.fspath(directory)
+    errors = []
+    for ckpt in checkpoint_dirs(directory):
+        try:
+            return _worker_state(ckpt)
+        except BadFileError as exc:
+            errors.append(exc)
+    if not errors:
+        raise _no_checkpoint(directory)
+    raise errors[0].within(f"{directory} holds no readable worker state ({CHECKPOINT}/{WORKER_STATE})")
+
+
+def _saved_steps(ckpt: str) -> int | None:
+    """The env steps a checkpoint's worker had taken (None when unreadable)."""
     try:
-        with open(os.path.join(_checkpoint_dir(directory), WORKER_STATE)) as fh:
-            return json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{directory} holds no readable worker state ({CHECKPOINT}/"
-                         f"{WORKER_STATE}): {exc}") from None
+        steps = _worker_state(ckpt).get("total_steps")
+    except BadFileError:
+        return None
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
 
 
-def write_checkpoint(out_dir: str, agent: Any, worker: Any, trainer: Any) -> str:
-    """Writes ``out_dir/checkpoint``: ``agent.save_checkpoint``, ``worker.state_dict()`` as ``worker.json``
-    and ``trainer.state_dict()`` as ``trainer.json``.
+def load_newest(directory: str, load: Callable[[str], T], where: str = "Trainer.resume",
+                stream: TextIO | None = None) -> tuple[str, T, bool]:
+    """``load(folder)`` of a run's newest checkpoint that loads: ``checkpoint``, else ``checkpoint.old``.
 
-    The checkpoint is written into a temporary directory that then replaces the previous
-    one by renames, so an interrupted save leaves the previous checkpoint whole (under
-    ``checkpoint`` or, between the two renames, ``checkpoint.old``).
+    A checkpoint whose files are missing or damaged (``load`` raises `BadFileError`) is passed over for the
+    older one, and ``stream`` (default stderr) is told which file was damaged, that the older checkpoint is
+    used and how many env steps it is behind. Nothing in the run directory changes.
+
+    Returns:
+        ``(the folder loaded, load's result, whether the newest checkpoint was passed over)``.
+
+    Raises:
+        BadFileError: (a ValueError) naming every damaged file when no checkpoint loads.
+    """
+    directory = os.fspath(directory)
+    folders = checkpoint_dirs(directory)
+    if not folders:
+        raise _no_checkpoint(directory).within(where)
+    newest = os.path.join(directory, CHECKPOINT)
+    errors: list[BadFileError] = []
+    for ckpt in folders:
+        try:
+            result = load(ckpt)
+        except BadFileError as exc:
+            errors.append(exc)
+            continue
+        if ckpt != newest:
+            _tell_fallback(directory, ckpt, errors, stream)
+        return ckpt, result, ckpt != newest
+    if len(errors) == 1:  # (the file and what is wrong with it: who read it for what is said here)
+        raise BadFileError(errors[0].path, errors[0].problem,
+                           f"{where}: {directory} holds no readable training checkpoint") from None
+    raise BadFileError(directory, "holds no readable training checkpoint: both are damaged: "
+                                  + "; and ".join(f"{e.path} {e.problem}" for e in errors), where) from None
+
+
+def _tell_fallback(directory: str, older: str, errors: list[BadFileError], stream: TextIO | None) -> None:
+    newest = os.path.join(directory, CHECKPOINT)
+    if errors:
+        what = f"{errors[0].path} {errors[0].problem}"
+        old_steps, new_steps = _saved_steps(older), _saved_steps(newest)
+        if old_steps is not None and new_steps is not None:
+            behind = f"{new_steps - old_steps:,} env steps behind it (at {old_steps:,})"
+        else:
+            behind = "behind it by an unknown number of env steps" + (
+                f" (at {old_steps:,})" if old_steps is not None else "")
+        note = (f"the damaged {CHECKPOINT}/ is replaced at the next save; {OLD_CHECKPOINT}/ is kept until a "
+                f"new checkpoint is whole")
+    else:
+        what = f"{newest} is missing (a save was cut short)"
+        behind = "the last one saved"
+        note = f"{OLD_CHECKPOINT}/ is kept until a new checkpoint is whole"
+    (stream or sys.stderr).write(f"warning: {what}\n  resuming from the older checkpoint {older}, {behind}; "
+                                 f"{note}\n")
+    (stream or sys.stderr).flush()
+
+
+def looks_whole(ckpt: str, names: list[str]) -> bool:
+    """A quick check (nothing but directories and JSON files is read whole) that the checkpoint folder
+    ``ckpt`` has every file in ``names`` (paths inside it), its JSON files read and its ``.npz`` archives open."""
+    for name in names:
+        path = os.path.join(ckpt, name)
+        try:
+            if name.endswith(".json"):
+                read_json(path)
+            elif name.endswith(".npz"):
+                with zipfile.ZipFile(path):
+                    pass
+            elif not os.path.isfile(path):
+                return False
+        except (BadFileError, *READ_ERRORS):
+            return False
+    return True
+
+
+def _files(folder: str) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(root, f), folder) for root, _, files in os.walk(folder) for f in files)
+
+
+def _sync(folder: str) -> None:
+    """Flushes every file under ``folder`` (and the folders) to the disk, so that a rename publishes whole files."""
+    for root, dirs, files in os.walk(folder):
+        for name in files + dirs + ["."]:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def write_checkpoint(out_dir: str, agent: Any, worker: Any, trainer: Any,
+                     extra: Callable[[str], None] | None = None, current_ok: bool | None = None) -> str:
+    """Writes ``out_dir/checkpoint``: ``agent.save_checkpoint``, ``worker.state_dict()`` as ``worker.json``,
+    ``trainer.state_dict()`` as ``trainer.json`` and whatever ``extra(folder)`` adds.
+
+    The new checkpoint is written whole into a temporary folder and flushed to disk before any existing one
+    is touched. Then, when the current ``checkpoint`` is whole, it becomes ``checkpoint.old`` (replacing the
+    one before); when it is missing or damaged, it is dropped and ``checkpoint.old`` stays. Each step is a
+    rename: at every moment a whole checkpoint is on disk, and the only good one is never deleted.
+
+    Args:
+        extra: ``fn(folder)``: writes more files into the new checkpoint folder before it is moved into place.
+        current_ok: whether the current ``checkpoint`` is whole (None: `looks_whole`; a trainer that resumed
+            from ``checkpoint.old`` passes False).
 
     Returns:
         The checkpoint directory.
     """
-    final = os.path.join(out_dir, CHECKPOINT)
-    old = final + ".old"
-    tmp = tempfile.mkdtemp(prefix=".checkpoint-", dir=out_dir)
+    final, old = os.path.join(out_dir, CHECKPOINT), os.path.join(out_dir, OLD_CHECKPOINT)
+    for leftover in os.listdir(out_dir):  # the work folders of saves cut short (never a checkpoint of its own)
+        if leftover.startswith(_WORK_PREFIX) and os.path.isdir(os.path.join(out_dir, leftover)):
+            shutil.rmtree(os.path.join(out_dir, leftover), ignore_errors=True)
+    tmp = tempfile.mkdtemp(prefix=_WORK_PREFIX, dir=out_dir)
+    trash = None
     try:
         agent.save_checkpoint(tmp)
         with open(os.path.join(tmp, WORKER_STATE), "w") as fh:
             json.dump(worker.state_dict(), fh)
         with open(os.path.join(tmp, TRAINER_STATE), "w") as fh:
             json.dump(trainer.state_dict(), fh, indent=1)
-        if os.path.exists(old):
-            shutil.rmtree(old)
-        if os.path.exists(final):
-            os.rename(final, old)
+        if extra is not None:
+            extra(tmp)
+        _sync(tmp)
+        if os.path.isdir(final):
+            whole = looks_whole(final, _files(tmp)) if current_ok is None else current_ok
+            trash = tempfile.mkdtemp(prefix=_WORK_PREFIX + "replaced-", dir=out_dir)
+            if whole:
+                if os.path.isdir(old):
+                    os.rename(old, os.path.join(trash, OLD_CHECKPOINT))
+                os.rename(final, old)  # (between these renames checkpoint.old is the newest whole checkpoint)
+            else:
+                os.rename(final, os.path.join(trash, CHECKPOINT))
         os.rename(tmp, final)
+        _sync_dir(out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    if trash is not None:
+        shutil.rmtree(trash, ignore_errors=True)
     return final
 
 
+def _sync_dir(folder: str) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def load_run(directory: str, backend: str | None, agent_loader: Callable[[str, str | None], Any] | None,
-             kwargs: dict[str, Any], worker_factory: Callable[[Any], Any] | None = None
-             ) -> tuple[str, dict[str, Any], Any, VectorEnvWorker, dict[str, Any]]:
+             kwargs: dict[str, Any], worker_factory: Callable[[Any], Any] | None = None,
+             stream: TextIO | None = None) -> tuple[str, dict[str, Any], Any, VectorEnvWorker, dict[str, Any], bool]:
     """What `Trainer.resume` continues from: the checkpoint directory, the trainer state, the agent rebuilt
     from the checkpoint, a worker (``worker_factory(agent)``, default `VectorEnvWorker.for_agent`) with its
-    counters restored, and the `Trainer` settings (the saved ones, overridden by ``kwargs``).
+    counters restored, the `Trainer` settings (the saved ones, overridden by ``kwargs``), and whether the newest
+    checkpoint was damaged (then ``checkpoint.old`` is used, see `load_newest`; ``stream`` is told).
 
     Raises:
-        ValueError: naming the directory and what is missing or inconsistent.
+        BadFileError: (a ValueError) naming the damaged files when no checkpoint loads.
+        ValueError: naming the directory and what is inconsistent.
     """
-    ckpt = _checkpoint_dir(directory)
-    try:
-        state = read_trainer_state(directory)
-    except ValueError as exc:
-        raise ValueError(f"Trainer.resume: {exc}") from None
-    try:
-        worker_state = read_worker_state(directory)
-    except ValueError as exc:
-        raise ValueError(f"Trainer.resume: {exc}") from None
     if agent_loader is None:
         from reference_agents.agents import load_checkpoint
 
         agent_loader = load_checkpoint  # DQN or IMPALA, by the checkpoint's format
-    agent = agent_loader(ckpt, backend)
+
+    def load(ckpt: str) -> tuple[dict[str, Any], dict[str, Any], Any]:
+        return _trainer_state(ckpt), _worker_state(ckpt), agent_loader(ckpt, backend)
+
+    ckpt, (state, worker_state, agent), fell_back = load_newest(directory, load, "Trainer.resume", stream)
+    settings = saved_settings(state, kwargs)
+    if "worker" in settings:
+        raise ValueError("Trainer.resume: the worker is made for the restored agent; do not pass one")
+    worker = (worker_factory or VectorEnvWorker.for_agent)(agent)
+    try:
+        if worker_state.get("num_envs", worker.num_envs) != worker.num_envs:
+            raise ValueError(f"Trainer.resume: {directory} was trained with {worker_state.get('num_envs')} "
+                             f"environments; this worker has {worker.num_envs}")
+        try:
+            worker.load_state_dict(worker_state)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BadFileError(os.path.join(ckpt, WORKER_STATE), f"does not fit the worker: {type(exc).__name__}: "
+                                                                 f"{exc}", "Trainer.resume") from None
+    except BaseException:
+        getattr(worker, "close", lambda: None)()  # (a distributed worker's actors are not left running)
+        raise
+    timesteps = getattr(agent, "timesteps", None)
+    if not worker.folds and timesteps is not None and timesteps != worker.total_steps:
+        raise ValueError(f"Trainer.resume: {ckpt} is inconsistent: the agent observed {timesteps} env steps, "
+                         f"the worker counted {worker.total_steps}")
+    return ckpt, state, agent, worker, settings, fell_back
+
+
+def saved_settings(state: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The `Trainer` settings a trainer state holds, overridden by the ``kwargs`` that are not None."""
     settings = {k: state.get(k) for k in ("eval_every", "eval_episodes", "eval_envs", "target_return",
                                           "checkpoint_every")}
     if isinstance(state.get("evaluation"), dict):  # the whole protocol (checkpoints before it: the keys above)
         settings["evaluation"] = state["evaluation"]
     settings.update({k: v for k, v in kwargs.items() if v is not None or k not in settings})
-    if "worker" in settings:
-        raise ValueError("Trainer.resume: the worker is made for the restored agent; do not pass one")
-    worker = (worker_factory or VectorEnvWorker.for_agent)(agent)
-    if worker_state.get("num_envs", worker.num_envs) != worker.num_envs:
-        raise ValueError(f"Trainer.resume: {directory} was trained with {worker_state.get('num_envs')} "
-                         f"environments; this worker has {worker.num_envs}")
-    worker.load_state_dict(worker_state)
-    timesteps = getattr(agent, "timesteps", None)
-    if not worker.folds and timesteps is not None and timesteps != worker.total_steps:
-        raise ValueError(f"Trainer.resume: {ckpt} is inconsistent: the agent observed {timesteps} env steps, "
-                         f"the worker counted {worker.total_steps}")
-    return ckpt, state, agent, worker, settings
+    return settings

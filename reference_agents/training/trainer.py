@@ -14,7 +14,9 @@ import numpy as np
 
 from reference_agents.workers import VectorEnvWorker, WorkerStats
 
-from .checkpoints import _STATE_FORMAT, CHECKPOINT, load_run, write_checkpoint
+from harness.execution.serialization import check_out_dir
+
+from .checkpoints import _STATE_FORMAT, CHECKPOINT, OLD_CHECKPOINT, load_run, write_checkpoint
 from .evaluation import EvaluationProtocol, evaluate_worker
 from .files import (
     LEARNING_CURVE, METRIC_COLUMNS, METRICS_CSV, _clean, _fmt, append_episodes, append_metric_row, plot_learning_curve,
@@ -127,13 +129,17 @@ class Trainer:
         self._bar_start_steps = 0
         self._recent_eval = math.nan
         self._told_no_matplotlib = False
+        self._checkpoint_ok: bool | None = None  # whether out_dir/checkpoint is whole (None: unknown)
         if self.out_dir is not None:
-            if os.path.exists(os.path.join(self.out_dir, CHECKPOINT)) or os.path.exists(
-                    os.path.join(self.out_dir, METRICS_CSV)):
+            check_out_dir(self.out_dir, "Trainer: out_dir")
+            if any(os.path.exists(os.path.join(self.out_dir, f)) for f in (CHECKPOINT, OLD_CHECKPOINT, METRICS_CSV)):
                 raise ValueError(f"Trainer: {self.out_dir} already holds a run (a checkpoint or metrics.csv); "
                                  f"continue it with Trainer.resume (spacegraph train --resume DIR) or choose "
                                  f"another out_dir")
-            os.makedirs(self.out_dir, exist_ok=True)
+            try:
+                os.makedirs(self.out_dir, exist_ok=True)
+            except OSError as exc:
+                raise ValueError(f"Trainer: out_dir {self.out_dir} cannot be made: {exc}") from None
             self._rewrite_files()
 
     # the protocol's settings under their Trainer argument names
@@ -195,9 +201,9 @@ class Trainer:
     def save_checkpoint(self) -> str:
         """Writes ``out_dir/checkpoint``: ``agent.save_checkpoint``, ``worker.json`` and ``trainer.json``.
 
-        The checkpoint is written into a temporary directory that then replaces the previous
-        one by renames, so an interrupted save leaves the previous checkpoint whole (under
-        ``checkpoint`` or, between the two renames, ``checkpoint.old``; see `write_checkpoint`).
+        The checkpoint is written whole into a temporary directory before the previous one
+        becomes ``checkpoint.old`` by renames, so an interrupted save leaves a whole checkpoint
+        (see `write_checkpoint`), and a resume falls back to ``checkpoint.old`` when the newest is damaged.
 
         Returns:
             The checkpoint directory.
@@ -207,10 +213,15 @@ class Trainer:
         """
         if self.out_dir is None:
             raise ValueError("Trainer.save_checkpoint: this trainer has no out_dir")
-        final = write_checkpoint(self.out_dir, self.agent, self.worker, self)
+        final = write_checkpoint(self.out_dir, self.agent, self.worker, self, extra=self._write_checkpoint_extra,
+                                 current_ok=self._checkpoint_ok)
+        self._checkpoint_ok = True
         self.last_checkpoint = final
         self._checkpoint_step = self.worker.total_steps
         return final
+
+    def _write_checkpoint_extra(self, folder: str) -> None:
+        """Writes more files into a new checkpoint ``folder`` before it is moved into place (none here)."""
 
     @classmethod
     def resume(cls, directory: str | os.PathLike, backend: str | None = None,
@@ -222,6 +233,8 @@ class Trainer:
         the worker's step, frame, update and episode counters are restored (it starts fresh
         episodes), and the metric files are rewritten to the checkpoint's rows, so rows written
         after it are dropped and none repeats. Settings not given in ``kwargs`` are the saved ones.
+        When a file of the newest checkpoint is missing or damaged, the run continues from
+        ``checkpoint.old`` and ``stream`` (default stderr) says so; a failing resume changes nothing.
 
         Args:
             directory: a run directory `save_checkpoint` wrote into.
@@ -232,17 +245,25 @@ class Trainer:
             **kwargs: `Trainer` arguments overriding the saved settings.
 
         Raises:
+            BadFileError: (a ValueError) naming the damaged files when no checkpoint loads.
             ValueError: naming the directory and what is missing or inconsistent.
         """
         directory = os.fspath(directory)
-        ckpt, state, agent, worker, settings = load_run(directory, backend, agent_loader, kwargs, worker_factory)
+        ckpt, state, agent, worker, settings, fell_back = load_run(directory, backend, agent_loader, kwargs,
+                                                                   worker_factory, kwargs.get("stream"))
         trainer = cls(agent, None, worker=worker, **settings)
-        trainer._restore_progress(directory, ckpt, state, worker.total_steps)
+        trainer._restore_progress(directory, ckpt, state, worker.total_steps, fell_back)
         return trainer
 
-    def _restore_progress(self, directory: str, ckpt: str, state: dict[str, Any], steps: int) -> None:
-        """Takes up a saved run's history, counters and clocks; rewrites its files and plot."""
+    def _restore_progress(self, directory: str, ckpt: str, state: dict[str, Any], steps: int,
+                          fell_back: bool = False) -> None:
+        """Takes up a saved run's history, counters and clocks; rewrites its files and plot.
+
+        ``fell_back``: the newest checkpoint was damaged and ``ckpt`` is ``checkpoint.old`` (the next save
+        replaces the damaged one and keeps ``checkpoint.old``).
+        """
         self.out_dir = directory
+        self._checkpoint_ok = not fell_back
         self.history = [dict(r) for r in state.get("history", [])]
         self.solved_at_step = state.get("solved_at_step")
         self.total_steps_target = int(state.get("total_steps_target", 0))

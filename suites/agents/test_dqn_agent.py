@@ -95,7 +95,7 @@ def test_export_import_resumes_to_identical_actions(tmp_path, source):
                    backend=source)
     with pytest.raises(ValueError, match=r"import_model: .*model\.npz.*shape"):
         bad.import_model(path)
-    with pytest.raises(ValueError, match="not a DQN model file"):
+    with pytest.raises(ValueError, match=r"missing\.npz is missing"):
         bad.import_model(str(tmp_path / "missing.npz"))
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.execution.serialization import BadFileError, read_npz
 from reference_agents.agents.apex.transport import unpack_records
 from reference_agents.components.memories import HostFrameReplay
 from reference_agents.components.memories.host_frame_replay import HostSumMinTrees
@@ -223,14 +224,17 @@ class ReplayShard:
         """Restores the snapshot `save` wrote to ``path``; returns `stats`.
 
         Raises:
-            ValueError: naming the file when it cannot be read.
+            BadFileError: (a ValueError) naming the file when it is missing, damaged or does not fit this shard.
         """
+        where = f"ReplayShard {self.name!r}: cannot read the snapshot"
         try:
-            with np.load(path) as data:
-                state = {k: data[k] for k in data.files}
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"ReplayShard {self.name!r}: cannot read the snapshot {path}: {exc}") from None
-        return self.restore(state)
+            _, state = read_npz(path, "a replay shard snapshot", required=("tags", "added", "sampled"))
+        except BadFileError as exc:
+            raise exc.within(where) from None
+        try:
+            return self.restore(state)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise BadFileError(path, f"does not fit this shard: {type(exc).__name__}: {exc}", where) from None
 
     def ping(self) -> str:
         return self.name

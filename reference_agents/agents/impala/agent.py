@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from harness.execution.executor import GraphExecutor
+from harness.execution.serialization import BadFileError, read_npz
 from harness.execution.strategies import make_strategy
 from harness.graph.errors import SpacegraphError
 from harness.spaces import Space
@@ -314,17 +315,17 @@ class IMPALAAgent(IMPALACheckpointMixin):
         return path
 
     def import_model(self, path: str | os.PathLike) -> None:
-        """Loads a file `export_model` wrote (either backend); ValueError naming the file otherwise."""
+        """Loads a file `export_model` wrote (either backend).
+
+        Raises:
+            BadFileError: (a ValueError) naming the file and what does not fit; the agent is unchanged then.
+        """
+        path = os.fspath(path)
         try:
-            with np.load(path, allow_pickle=False) as data:
-                meta = json.loads(str(data["__meta__"]))
-                weights = {k[2:]: data[k] for k in data.files if k.startswith("w:")}
-        except (OSError, KeyError, ValueError) as exc:
-            raise ValueError(f"IMPALAAgent.import_model: {path} is not an IMPALA model file: {exc}") from None
-        if meta.get("format") != MODEL_FORMAT:
-            raise ValueError(f"IMPALAAgent.import_model: {path} is not an IMPALA model file "
-                             f"(format {meta.get('format')!r})")
+            _, arrays = read_npz(path, "an IMPALA model file", meta_key="__meta__", formats=MODEL_FORMAT)
+        except BadFileError as exc:
+            raise exc.within("IMPALAAgent.import_model") from None
         try:
-            self.set_weights(weights)
+            self.set_weights({k[2:]: v for k, v in arrays.items() if k.startswith("w:")})
         except ValueError as exc:
-            raise ValueError(f"IMPALAAgent.import_model: {path}: {exc}") from None
+            raise BadFileError(path, f"does not fit this agent: {exc}", "IMPALAAgent.import_model") from None

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from reference_agents.agents.checkpoints import CHECKPOINT_STATE, CHECKPOINT_WEIGHTS, _atomic_savez
+from harness.execution.serialization import BadFileError, fields, read_npz
+from reference_agents.agents.checkpoints import (
+    CHECKPOINT_STATE, CHECKPOINT_WEIGHTS, _atomic_savez, build_saved_agent, read_agent_state)
 
 CHECKPOINT_FORMAT = "spacegraph-impala-checkpoint"
 
@@ -47,51 +49,63 @@ class IMPALACheckpointMixin:
         """Loads a checkpoint `save_checkpoint` wrote (either backend) into this agent.
 
         Raises:
-            ValueError: naming the directory and what is missing or does not fit; nothing changes then.
+            BadFileError: (a ValueError) naming the file that is missing, damaged or does not fit this agent;
+                nothing changes then.
+            ValueError: when the checkpoint is for other state or action spaces.
         """
+        directory = os.fspath(directory)
+        where = f"{type(self).__name__}.restore: {directory} holds no readable agent checkpoint"
+        state_path, weights_path = (os.path.join(directory, f) for f in (CHECKPOINT_STATE, CHECKPOINT_WEIGHTS))
         try:
-            with np.load(os.path.join(directory, CHECKPOINT_STATE), allow_pickle=False) as data:
-                meta = json.loads(str(data["__meta__"]))
-                arrays = {k: data[k] for k in data.files if k != "__meta__"}
-            with np.load(os.path.join(directory, CHECKPOINT_WEIGHTS), allow_pickle=False) as data:
-                weights = {k[2:]: data[k] for k in data.files if k.startswith("w:")}
-        except (OSError, KeyError, ValueError) as exc:
-            raise ValueError(f"IMPALAAgent.restore: {directory} holds no readable agent checkpoint: {exc}") from None
-        if meta.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"IMPALAAgent.restore: {directory} is not an IMPALA checkpoint "
-                             f"(format {meta.get('format')!r})")
-        if meta.get("state_space") != repr(self.state_space) or meta.get("action_space") != repr(self.action_space):
-            raise ValueError(f"IMPALAAgent.restore: {directory} is for states {meta.get('state_space')} and "
-                             f"actions {meta.get('action_space')}; this agent has {self.state_space!r} and "
-                             f"{self.action_space!r}")
+            meta, arrays = read_agent_state(directory, CHECKPOINT_FORMAT)
+            _, variables = read_npz(weights_path, "an agent checkpoint's variables file")
+            counters = fields(state_path, meta, timesteps=int, updates=int, rollouts_made=int, rollouts_learned=int,
+                              outbox=int, tag=int, state_space=str, action_space=str)
+            outbox = _saved_outbox(state_path, counters[4], arrays)
+        except BadFileError as exc:
+            raise exc.within(where) from None
+        timesteps, updates, made, learned, _, tag, state_space, action_space = counters
+        if state_space != repr(self.state_space) or action_space != repr(self.action_space):
+            raise ValueError(f"{type(self).__name__}.restore: {directory} is for states {state_space} and actions "
+                             f"{action_space}; this agent has {self.state_space!r} and {self.action_space!r}")
         try:
-            self.executor.set_weights(weights)
+            self.executor.set_weights({k[2:]: v for k, v in variables.items() if k.startswith("w:")})
         except ValueError as exc:
-            raise ValueError(f"IMPALAAgent.restore: {directory}: {exc} (was it saved with another config?)") from None
-        self.timesteps, self.updates = int(meta["timesteps"]), int(meta["updates"])
-        self.rollouts_made, self.rollouts_learned = int(meta["rollouts_made"]), int(meta["rollouts_learned"])
+            raise BadFileError(weights_path, f"does not fit this agent: {exc} (was it saved with another config?)",
+                               where) from None
+        self.timesteps, self.updates, self.rollouts_made, self.rollouts_learned = timesteps, updates, made, learned
         self.outbox.clear()
-        for i in range(int(meta["outbox"])):
+        self.outbox.extend(outbox)
+        self._builder = type(self._builder)(self.config.rollout.length, self.recurrent)
+        self._builder.tag = tag
+        self.reset_preprocessor(range(self._starts.shape[0]))
+
+    @classmethod
+    def load_checkpoint(cls, directory: str, backend: str | None = None) -> Any:
+        """A new agent built from the config saved in ``directory`` (on ``backend`` or the saved one), restored.
+
+        Raises:
+            BadFileError: (a ValueError) naming the checkpoint file that is missing, damaged or does not fit.
+        """
+        return build_saved_agent(cls, os.fspath(directory), backend)
+
+
+def _saved_outbox(path: str, count: int, arrays: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """The ``count`` finished rollouts a checkpoint's state file holds.
+
+    Raises:
+        BadFileError: naming ``path`` when they do not read back.
+    """
+    outbox = []
+    try:
+        for i in range(count):
             prefix = f"o:{i}:"
             rollout: dict[str, Any] = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
             if "h" in rollout:
                 rollout["initial_state"] = (rollout.pop("h"), rollout.pop("c"))
             rollout["tag"] = int(rollout["tag"])
-            self.outbox.append(rollout)
-        self._builder = type(self._builder)(self.config.rollout.length, self.recurrent)
-        self._builder.tag = int(meta["tag"])
-        self.reset_preprocessor(range(self._starts.shape[0]))
-
-    @classmethod
-    def load_checkpoint(cls, directory: str, backend: str | None = None) -> Any:
-        """A new agent built from the config saved in ``directory`` (on ``backend`` or the saved one), restored."""
-        try:
-            with np.load(os.path.join(directory, CHECKPOINT_STATE), allow_pickle=False) as data:
-                meta = json.loads(str(data["__meta__"]))
-        except (OSError, KeyError, ValueError) as exc:
-            raise ValueError(f"IMPALAAgent.load_checkpoint: {directory} holds no readable agent checkpoint: "
-                             f"{exc}") from None
-        agent = cls(meta["config"], backend=backend or meta["backend"], state_space=meta["state_space"],
-                    action_space=meta["action_space"])
-        agent.restore(directory)
-        return agent
+            outbox.append(rollout)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise BadFileError(path, f"has finished rollouts that do not read back ({type(exc).__name__}: {exc})") \
+            from None
+    return outbox

@@ -277,9 +277,22 @@ def _train_summary(trainer, source: str) -> str:
 def cmd_actor(args: argparse.Namespace) -> int:
     """`spacegraph actor`: a remote actor of a central-inference learner (`run_remote_actor`)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from harness.execution.auth import TOKEN_ENV, channel_credentials, token_from
     from harness.execution.grpc_stream import run_remote_actor
+    from reference_agents.training.central_inference import REMOTE_BODIES
 
-    return run_remote_actor(args.address, args.index, args.reconnect_seconds)
+    try:
+        token = token_from(args.token_file)
+        credentials = channel_credentials(args.tls_ca) if args.tls_ca is not None else None
+    except ValueError as exc:
+        print(f"spacegraph actor: {exc}", file=sys.stderr)
+        return 2
+    if token is None:
+        print(f"spacegraph actor: give the learner's token with --token-file FILE or the environment variable "
+              f"{TOKEN_ENV} (the learner prints where it keeps its token)", file=sys.stderr)
+        return 2
+    return run_remote_actor(args.address, args.index, token, REMOTE_BODIES, args.reconnect_seconds,
+                            credentials=credentials)
 
 
 def out_dir_problem(args: argparse.Namespace) -> str | None:
@@ -331,8 +344,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         return cmd_train_impala(args, options, fail, _train_summary, resolve_config, describe_config,
                                 DEFAULT_TRAIN_STEPS)
     if (args.executor in ("tf-dist", "seed") or args.actors is not None or args.cluster_spec is not None
-            or args.publish_every is not None or args.serve is not None):
-        return fail("--executor tf-dist/seed, --actors, --cluster-spec, --serve and --publish-every are for IMPALA "
+            or args.publish_every is not None or args.serve is not None or args.token_file or args.tls_cert
+            or args.tls_key):
+        return fail("--executor tf-dist/seed, --actors, --cluster-spec, --serve (--token-file, --tls-*) and "
+                    "--publish-every are for IMPALA "
                     "configs (agent: impala; Ape-X publishes every apex.publish_every learner updates)")
     if wants_apex(args, config_path):
         return cmd_train_apex(args, options, fail, _train_summary, resolve_config, DEFAULT_TRAIN_STEPS)
@@ -517,7 +532,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                             "gRPC stream at HOST:PORT for --actors N actors started "
                                                             "elsewhere with `spacegraph actor --address HOST:PORT "
                                                             "--index I` (they reconnect to a learner restarted there "
-                                                            "with --resume)")
+                                                            "with --resume). Actors must prove they hold the token "
+                                                            "(--token-file); a non-loopback address needs one")
+    train.add_argument("--token-file", metavar="FILE", help="with --serve: the secret actors must prove they hold "
+                                                            "(else $SPACEGRAPH_TOKEN; on a loopback address without "
+                                                            "either, the run's own RUN/actor-token, made mode 0600)")
+    train.add_argument("--tls-cert", metavar="PEM", help="with --serve: serve TLS with this certificate chain "
+                                                         "(actors trust it with --tls-ca)")
+    train.add_argument("--tls-key", metavar="PEM", help="with --serve: the private key of --tls-cert")
     train.add_argument("--verbose", dest="verbose_logs", action="store_true", default=argparse.SUPPRESS,
                       help=verbose_help)
     train.set_defaults(fn=cmd_train)
@@ -527,12 +549,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                                        "--serve HOST:PORT) as actor --index, steps the environments it names and "
                                        "sends every step to it. When the learner goes away the actor reconnects "
                                        "for up to --reconnect-seconds (a learner resumed on that address takes it "
-                                       "back); it leaves when the learner ends its run. Exit status: 0 run ended, "
-                                       "1 no learner, 2 refused.")
+                                       "back); it leaves when the learner ends its run. Both sides prove they hold "
+                                       "the same token before anything runs; the learner sends data only (the "
+                                       "environment to step, checked here), never code. Exit status: 0 run ended, "
+                                       "1 no learner, 2 refused by the learner (or bad flags), 3 the learner did not "
+                                       "prove the token or asked for something this actor does not run.")
     actor.add_argument("--address", required=True, metavar="HOST:PORT", help="the learner's --serve address")
     actor.add_argument("--index", required=True, type=_non_negative_int, help="this actor's index, 0 to N-1")
     actor.add_argument("--reconnect-seconds", type=_positive_float, default=120.0,
                        help="how long to wait for a learner (at start and after losing it; default 120)")
+    actor.add_argument("--token-file", metavar="FILE", help="the learner's token (else $SPACEGRAPH_TOKEN; the "
+                                                            "learner prints where its token is)")
+    actor.add_argument("--tls-ca", metavar="PEM", help="connect with TLS, trusting this certificate (the learner's "
+                                                       "--tls-cert, or its authority)")
     actor.set_defaults(fn=cmd_actor)
 
     build = sub.add_parser("build", help="build a component and print its API table (and phase times)")

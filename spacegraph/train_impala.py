@@ -13,6 +13,8 @@ import sys
 import time
 from typing import Any, Callable
 
+from spacegraph.serve import ServeOptions, actor_command, ensure_token, serve_options
+
 EXECUTORS = ("local", "tf-dist", "ray", "seed")
 
 
@@ -44,22 +46,10 @@ def wants_impala(args: argparse.Namespace, config_path: str | None) -> bool:
         return False
 
 
-def parse_serve(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` of ``--serve`` as ``(host, port)``.
-
-    Raises:
-        ValueError: naming the flag, what was expected and what came.
-    """
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--serve: expected HOST:PORT with a port in 1-65535 (e.g. 127.0.0.1:50051); got {text!r}")
-    return host, int(port)
-
-
 def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: str | None,
-                   publish_every: int, serve: tuple[str, int] | None = None) -> Callable[[Any], Any] | None:
+                   publish_every: int, serve: ServeOptions | None = None) -> Callable[[Any], Any] | None:
     """``fn(agent) -> worker`` for ``kind`` (None: the one-process `VectorEnvWorker`); ``serve``: central
-    inference serving actors started elsewhere at ``(host, port)``."""
+    inference serving actors started elsewhere (its token is read when the worker is made)."""
     if kind == "local":
         return None
     from reference_agents.training.actor_learner import ActorLearnerWorker, actor_learner_queues
@@ -75,7 +65,10 @@ def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: st
             from harness.execution.grpc_stream import GrpcActorLearnerExecutor
 
             if serve is not None:
-                return GrpcActorLearnerExecutor(actors, queues, {}, host=serve[0], port=serve[1], spawn=False)
+                from reference_agents.training.central_inference import REMOTE_BODIES
+
+                return GrpcActorLearnerExecutor(actors, queues, {}, host=serve.host, port=serve.port, spawn=False,
+                                                token=serve.token, bodies=REMOTE_BODIES, credentials=serve.credentials)
             return GrpcActorLearnerExecutor(actors, queues, {})
 
         return lambda agent: CentralInferenceWorker(agent, make_queues, actors)
@@ -116,14 +109,12 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
         return fail("--address joins a Ray cluster: give --executor ray (or seed)")
     if args.cluster_spec is not None and kind != "tf-dist":
         return fail("--cluster-spec is for --executor tf-dist")
-    serve = None
-    if args.serve is not None:
-        if kind != "seed" or args.address is not None:
-            return fail("--serve is for --executor seed over gRPC (without --address)")
-        try:
-            serve = parse_serve(args.serve)
-        except ValueError as exc:
-            return fail(str(exc))
+    if args.serve is not None and (kind != "seed" or args.address is not None):
+        return fail("--serve is for --executor seed over gRPC (without --address)")
+    try:
+        serve = serve_options(args)
+    except ValueError as exc:
+        return fail(str(exc))
     actors = (args.actors if kind in ("tf-dist", "seed") else args.workers) or 2
     factory = worker_factory(kind, actors, args.address, args.cluster_spec, args.publish_every or 1, serve)
     trainer = None
@@ -132,6 +123,8 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
             if args.seed is not None:
                 return fail("--seed cannot change a resumed run (its seed is in the checkpoint)")
             set_framework_threads(args.backend or "torch", args.threads)
+            if serve is not None:
+                ensure_token(serve, args.resume)
             trainer = Trainer.resume(args.resume, backend=args.backend, worker_factory=factory, **options)
             source = f"the checkpoint in {args.resume}"
             steps = args.steps or trainer.total_steps_target
@@ -143,6 +136,8 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
             agent = build_agent(path, backend=args.backend, seed=args.seed)
             stem = os.path.splitext(os.path.basename(path))[0]
             out = args.out or os.path.join("runs", f"{stem}-{agent.backend}-{time.strftime('%Y%m%d-%H%M%S')}")
+            if serve is not None:
+                ensure_token(serve, out)
             worker = factory(agent) if factory is not None else None
             trainer = Trainer(agent, out, worker=worker, **options)
             source = path
@@ -156,8 +151,7 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
             print(f"spacegraph train: IMPALA on the {kind} executor: {trainer.worker.executor.num_actors} actors "
                   f"({where}), {what}", file=sys.stderr)
             if serve is not None:
-                print(f"spacegraph train: waiting for actors started elsewhere: spacegraph actor --address "
-                      f"{ex.address} --index I (I = 0 to {actors - 1})", file=sys.stderr, flush=True)
+                print(actor_command(serve, ex.address, actors), file=sys.stderr, flush=True)
     except (ConfigError, ValueError, RuntimeError) as exc:
         if trainer is not None:
             trainer.worker.close()

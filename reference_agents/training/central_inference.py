@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from harness.execution.grpc_protocol import RemoteBody
 from harness.execution.transport import QueueClosed, RecordSpec
 from reference_agents.agents.impala.rollouts import RolloutBuilder
 from reference_agents.training.actor_learner import ActorLearnerWorker
@@ -74,6 +75,37 @@ def env_actor(transport: Any, index: int, incarnation: int, env: dict[str, Any],
         return
     finally:
         envs.close()
+
+
+def check_env_actor_args(args: list) -> tuple[dict[str, Any], int]:
+    """`env_actor`'s arguments ``[env, seed]`` as they come over a socket, checked as a local config's ``env``
+    section is (`EnvConfig`), before the actor makes anything.
+
+    Raises:
+        ValueError: naming what is wrong; also for a ``module:Name`` id, which would make the actor import
+            ``module`` on the learner's word (start such an actor with the module imported instead).
+    """
+    from reference_agents.agents.config import ConfigError, EnvConfig, load_agent_config
+
+    if not isinstance(args, list) or len(args) != 2:
+        raise ValueError(f"expected [env, seed]; got {str(args)[:200]}")
+    env, seed = args
+    if type(seed) is not int or not 0 <= seed < 2 ** 63:
+        raise ValueError(f"seed must be an int in [0, 2**63); got {str(seed)[:50]}")
+    if not isinstance(env, dict):
+        raise ValueError(f"the env section must be a mapping; got {str(env)[:200]}")
+    try:
+        config, _ = load_agent_config(env, model=EnvConfig)
+    except ConfigError as exc:
+        raise ValueError("the env section " + str(exc).partition("\n")[2].strip()) from None
+    if ":" in config.id:
+        raise ValueError(f"env id {config.id!r} has the module:Name form, which makes gymnasium import the module: "
+                         f"an actor started elsewhere does not import what the learner names")
+    return config.model_dump(), seed
+
+
+#: The actor bodies an actor started elsewhere (``spacegraph actor``) runs when the learner names them.
+REMOTE_BODIES = {"central-inference": RemoteBody(env_actor, check_env_actor_args)}
 
 
 class _ActorSlot:

@@ -1,6 +1,7 @@
 """Central inference with actors started apart from the learner (``spacegraph train --executor seed --serve``
 and ``spacegraph actor``): a learner killed mid-run and resumed from its checkpoint on the same address takes
-its actors back; actors leave when the learner ends the run; the learner refuses a wrong or duplicate index."""
+its actors back (with the token it keeps in the run directory); actors leave when the learner ends the run; the
+learner refuses a wrong or duplicate index."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.execution.grpc_stream import GrpcActorLearnerExecutor, run_remote_actor
+from harness.execution.grpc_stream import GrpcActorLearnerExecutor, RemoteBody, run_remote_actor
 
 pytestmark = pytest.mark.distributed
 
@@ -52,10 +53,17 @@ def test_a_learner_resumed_on_its_address_takes_its_actors_back(tmp_path):
     first = _learner(["impala_cartpole", "--executor", "seed", "--actors", "2", "--serve", address,
                       "--steps", "100000000", "--eval-every", "20000", "--checkpoint-every", "20000",
                       "--out", str(run), *never_solved], tmp_path / "learner-1.log")
+    token = run / "actor-token"                          # the run's own token, made by the learner (0600)
+    deadline = time.monotonic() + 120
+    while not token.exists() and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.2)
+    assert token.exists(), f"no token file: {(tmp_path / 'learner-1.log').read_text()[-3000:]}"
+    assert token.stat().st_mode & 0o777 == 0o600
     actor_logs = [tmp_path / f"actor-{i}.log" for i in range(2)]
     actors = [subprocess.Popen([sys.executable, "-m", "spacegraph.cli", "actor", "--address", address, "--index",
-                                str(i), "--reconnect-seconds", "120"], env=ENV, stdout=subprocess.DEVNULL,
-                               stderr=log.open("w"), start_new_session=True) for i, log in enumerate(actor_logs)]
+                                str(i), "--reconnect-seconds", "120", "--token-file", str(token)], env=ENV,
+                               stdout=subprocess.DEVNULL, stderr=log.open("w"), start_new_session=True)
+              for i, log in enumerate(actor_logs)]
     procs = [first, *actors]
     try:
         state = run / "checkpoint" / "trainer.json"
@@ -97,20 +105,24 @@ def _echo(transport, index, incarnation, rounds):
     transport.queues[f"actions-{index}"].take(1)
 
 
+BODIES = {"echo": RemoteBody(_echo, lambda args: (int(args[0]),))}
+
+
 def test_the_learner_refuses_a_wrong_or_a_duplicate_index_and_actors_leave_on_close():
-    executor = GrpcActorLearnerExecutor(2, _record_queues(), {}, spawn=False)
+    executor = GrpcActorLearnerExecutor(2, _record_queues(), {}, spawn=False, bodies=BODIES)
     executor.start_actors(_echo, 2)
+    token = executor.token
     try:
         text = io.StringIO()
-        assert run_remote_actor(executor.address, 5, reconnect_s=10, stream=text) == 2
+        assert run_remote_actor(executor.address, 5, token, BODIES, reconnect_s=10, stream=text) == 2
         assert "refused" in text.getvalue() and "in [0, 2); got 5" in text.getvalue()
         codes: list[int] = []
-        thread = threading.Thread(target=lambda: codes.append(run_remote_actor(executor.address, 1, 10)))
+        thread = threading.Thread(target=lambda: codes.append(run_remote_actor(executor.address, 1, token, BODIES, 10)))
         thread.start()
         got = executor.queues["requests"].take(2, timeout=30)
         assert list(got["x"]) == [0, 1] and executor.connected() == {1: 0}
         text = io.StringIO()
-        assert run_remote_actor(executor.address, 1, reconnect_s=10, stream=text) == 2
+        assert run_remote_actor(executor.address, 1, token, BODIES, reconnect_s=10, stream=text) == 2
         assert "actor 1 is already connected" in text.getvalue()
     finally:
         executor.shutdown()
@@ -122,5 +134,5 @@ def test_the_learner_refuses_a_wrong_or_a_duplicate_index_and_actors_leave_on_cl
 def test_an_actor_with_no_learner_leaves_after_its_reconnect_time():
     text = io.StringIO()
     start = time.monotonic()
-    assert run_remote_actor(f"127.0.0.1:{_free_port()}", 0, reconnect_s=1.0, stream=text) == 1
+    assert run_remote_actor(f"127.0.0.1:{_free_port()}", 0, b"t" * 16, BODIES, reconnect_s=1.0, stream=text) == 1
     assert time.monotonic() - start < 30 and "no learner at" in text.getvalue()

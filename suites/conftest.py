@@ -1,4 +1,5 @@
-"""Suite-wide pytest configuration: hypothesis profiles, and framework threads under xdist.
+"""Suite-wide pytest configuration: hypothesis profiles, framework threads under xdist, and the listener watch
+of distributed tests (`loopback_listeners`: nothing they start may listen on another address than loopback).
 
 Profiles: ``dev`` (default, quick), ``ci`` (derandomized, more examples) and
 ``thorough``. ``ci`` is loaded whenever the ``CI`` environment variable is set to
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -82,3 +84,16 @@ def pytest_collection_modifyitems(config, items):  # noqa: D103 - pytest hook
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+@pytest.fixture(autouse=True)
+def loopback_listeners(request):
+    """Tests marked ``distributed``: while the test runs (its fixtures too), every listening socket of this
+    process and its descendants is watched (`suites.listeners`); one not bound to loopback that is not a
+    documented TensorFlow server fails the test. Yields the `ListenerWatch` (None for other tests)."""
+    if request.node.get_closest_marker("distributed") is None:
+        yield None
+        return
+    from suites.listeners import watch_listeners
+
+    yield from watch_listeners()

@@ -4,8 +4,6 @@ are not retried."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 pytestmark = pytest.mark.distributed
@@ -25,7 +23,6 @@ SLOW_STARTS = [Exception("The current node timed out during startup. This could 
 @pytest.mark.parametrize("error", SLOW_STARTS, ids=["node start-up", "gcs port file"])
 def test_a_node_that_times_out_during_startup_is_started_again(monkeypatch, error):
     pytest.importorskip("ray")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     from harness.execution.ray import executor as rx
 
     real, calls = rx.ray.init, []

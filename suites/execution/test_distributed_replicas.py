@@ -1,8 +1,10 @@
-"""`DistributedReplicas`: two processes (gloo on 127.0.0.1) take the single-process update on the whole batch."""
+"""`DistributedReplicas`: two processes (gloo on 127.0.0.1) take the single-process update on the whole batch;
+nothing of the process group listens on another interface than loopback (the suite's listener watch)."""
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 
 import numpy as np
 import pytest
@@ -14,10 +16,13 @@ pytestmark = pytest.mark.distributed
 
 
 @pytest.mark.parametrize("loss,size", [("dqn", 7), ("impala", 5)])
-def test_two_processes_equal_one_process_on_the_whole_batch(loss, size):
+def test_two_processes_equal_one_process_on_the_whole_batch(loss, size, loopback_listeners):
     steps = 4
     ranks = launch(mdg.distributed_run, 2, args=(loss, size, steps), timeout=150)
     assert multiprocessing.active_children() == []
+    # the suite's listener watch saw the ranks' gloo listeners (so it would have seen one on another interface)
+    ours = {item.pid for item in loopback_listeners.everything if item.pid != os.getpid()}
+    assert len(ours) == 2, loopback_listeners.everything
     single = mdg.build(loss, "torch", None)
     method = mdg.UPDATES[loss][0]
     for step in range(steps):

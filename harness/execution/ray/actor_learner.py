@@ -127,7 +127,8 @@ class RayActorLearnerExecutor:
         num_actors: actor processes.
         queues: ``{name: (record spec, capacity)}``.
         weights: the spec of the published weights (the object store takes any arrays).
-        address: a Ray cluster to join (``host:port`` or ``auto``), or None for a local instance on 127.0.0.1.
+        address: a Ray cluster to join (``host:port`` or ``auto``; its token as `RayActorExecutor` says), or
+            None for a local instance on 127.0.0.1 with token authentication (`init_local_ray`).
         restarts: how often each actor may be restarted after a crash.
         num_cpus: logical CPUs of a local instance.
     """

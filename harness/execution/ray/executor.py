@@ -12,6 +12,14 @@ import ray
 import ray.exceptions
 
 from harness.execution.actors import ActorExecutor, ActorFailure, ActorHandle, Future
+from harness.execution.ray.local import (  # noqa: F401 (ray_session_processes, wait_session_gone: re-exported)
+    RayStartTimeout, init_local_ray, join_ray, ray_session_processes, shutdown_local_ray,
+    wait_session_gone)
+
+#: How a cluster's token is given when joining it (``--address``), as Ray 2.60 reads it.
+JOIN_TOKEN_HELP = ("a cluster with token authentication needs RAY_AUTH_MODE=token and its token in RAY_AUTH_TOKEN, "
+                   "in a file named by RAY_AUTH_TOKEN_PATH, or in ~/.ray/auth_token; `ray get-auth-token` on its "
+                   "head node prints it")
 
 #: Environment of every actor process: one framework thread each (set the thread count explicitly
 #: where more are wanted), quiet TensorFlow.
@@ -103,41 +111,17 @@ class _RayHandle(ActorHandle):
         return [_RayFuture(r, self.name, method) for r in (refs if isinstance(refs, list) else [refs])]
 
 
-
-
-def ray_session_processes(session_dir: str) -> list[int]:
-    """Process ids on this machine whose command line names ``session_dir`` (what a Ray session left)."""
-    out = []
-    key = os.path.basename(session_dir.rstrip(os.sep))
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if key and key in cmd:
-            out.append(int(pid))
-    return out
-
-
-def wait_session_gone(session_dir: str, timeout: float = 20.0) -> list[int]:
-    """Polls until no process of the Ray session is left; returns those still there after ``timeout`` seconds."""
-    end = time.monotonic() + timeout
-    left = ray_session_processes(session_dir)
-    while left and time.monotonic() < end:
-        time.sleep(0.25)
-        left = ray_session_processes(session_dir)
-    return left
-
-
 class RayActorExecutor(ActorExecutor):
     """Actors as Ray actors, each in its own process.
 
-    Starts a local Ray instance on 127.0.0.1 (``address=None``) or joins a running cluster
-    (``address="HOST:PORT"`` or ``"auto"``); when Ray is already initialised in this process it is
-    used as it is and left running by `shutdown`.
+    Starts a local Ray instance (``address=None``, `init_local_ray`: every Ray process listens on 127.0.0.1
+    only, token authentication on with a token of its own) or joins a running cluster (``address="HOST:PORT"``
+    or ``"auto"``); when Ray is already initialised in this process it is used as it is and left running by
+    `shutdown`.
+
+    Joining a cluster that has token authentication on (Ray's default for new clusters) takes its token the
+    way Ray reads it: ``RAY_AUTH_MODE=token`` and the token in ``RAY_AUTH_TOKEN``, or in a file named by
+    ``RAY_AUTH_TOKEN_PATH``, or in ``~/.ray/auth_token`` (``ray get-auth-token`` on the head node prints it).
 
     Args:
         address: a cluster to join, or None to start one here.
@@ -146,6 +130,10 @@ class RayActorExecutor(ActorExecutor):
         object_store_memory: bytes of a local instance's object store (default 256 MiB).
         env: extra environment variables for every actor process (added to `ACTOR_ENV`).
         start_timeout: seconds to wait for an actor to come up in `start` and `restart`.
+
+    Raises:
+        RuntimeError: naming the local instance or the cluster's address and why it could not be started or
+            joined (for a refused token: which variables give it).
     """
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None,
@@ -154,21 +142,23 @@ class RayActorExecutor(ActorExecutor):
         self.start_timeout = float(start_timeout)
         self._handles: list[_RayHandle] = []
         self._owns = not ray.is_initialized()
+        self._local = self._owns and address is None
         env_vars = dict(ACTOR_ENV, **(env or {}))
         if self._owns:
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True,
                                       "runtime_env": {"env_vars": env_vars}, "configure_logging": False}
-            if address is None:
-                # "local": a new instance even when another cluster runs on this machine (never join it by chance)
-                kwargs.update(address="local", num_cpus=num_cpus or os.cpu_count() or 1,
-                              object_store_memory=object_store_memory, _node_ip_address="127.0.0.1")
-            else:
-                kwargs["address"] = address
-            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+            where = f"the Ray cluster at {address!r}" if address else "a local Ray instance"
             try:
-                _init_with_retries(kwargs, attempts=3 if address is None else 1)
-            except (ConnectionError, RuntimeError, ValueError, _StartupTimeout) as exc:
-                where = f"the Ray cluster at {address!r}" if address else "a local Ray instance"
+                if self._local:
+                    init_local_ray(num_cpus=num_cpus or os.cpu_count() or 1,
+                                   object_store_memory=object_store_memory, **kwargs)
+                else:
+                    join_ray(address, **kwargs)
+            except (ConnectionError, RuntimeError, ValueError, RayStartTimeout,
+                    ray.exceptions.AuthenticationError) as exc:
+                if _refused_token(exc):
+                    raise RuntimeError(f"RayActorExecutor: {where} refused this process's token (missing or "
+                                       f"wrong): {JOIN_TOKEN_HELP}") from None
                 raise RuntimeError(f"RayActorExecutor: cannot start or join {where}: {exc}") from exc
         self.session_dir = _session_dir()
         self._closed = False
@@ -241,58 +231,21 @@ class RayActorExecutor(ActorExecutor):
             except Exception:  # noqa: BLE001 - already gone
                 traceback.format_exc()
         self._handles.clear()
-        if self._owns and ray.is_initialized():
+        if self._local:
+            shutdown_local_ray()
+        elif self._owns and ray.is_initialized():
             ray.shutdown()
 
 
-class _StartupTimeout(Exception):
-    """Ray's node did not come up in time (Ray raises a bare ``Exception`` for it)."""
-
-
-def _own_sessions() -> set[str]:
-    """The session folders of local Ray instances this process started (Ray names them ``session_*_<pid>``)."""
-    import glob
-    import tempfile
-
-    root = os.path.join(os.environ.get("RAY_TMPDIR", tempfile.gettempdir()), "ray")
-    return set(glob.glob(os.path.join(root, f"session_*_{os.getpid()}")))
-
-
-#: What Ray's errors say when a local node was too slow to come up (see `_init_with_retries`).
-_STARTUP_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")
-
-
-def _init_with_retries(kwargs: dict[str, Any], attempts: int) -> None:
-    """``ray.init(**kwargs)``, tried again (up to ``attempts`` times) when the local node times out during
-    start-up, which Ray allows 30 s and a loaded 2-core machine sometimes needs more for (Ray says "timed out
-    during startup", or, when its GCS server has not written its port file in time, "Timed out waiting for
-    file"); the processes of the node that did not come up are killed first (only this process's sessions:
-    another process's Ray instance on the machine is left alone)."""
-    import signal
-
-    for attempt in range(attempts):
-        before = _own_sessions()
-        try:
-            ray.init(**kwargs)
-            return
-        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for a node that did not start
-            if not any(sign in str(exc) for sign in _STARTUP_TIMEOUTS):
-                raise
-            failed = exc
-        try:
-            ray.shutdown()
-        except Exception:  # noqa: BLE001 - nothing was fully started
-            pass
-        for session in _own_sessions() - before:
-            for pid in ray_session_processes(session):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            wait_session_gone(session, timeout=10.0)
-        if attempt + 1 < attempts:
-            time.sleep(2.0 * (attempt + 1))
-    raise _StartupTimeout(f"the local Ray node did not start in {attempts} tries: {failed}")
+def _refused_token(exc: BaseException | None) -> bool:
+    """Whether ``exc`` or an error it came from is Ray's refusal of a missing or wrong token (Ray wraps it in a
+    ``ConnectionError`` when joining)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ray.exceptions.AuthenticationError) or "InvalidAuthToken" in str(exc):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def _session_dir() -> str:

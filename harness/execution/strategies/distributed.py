@@ -7,19 +7,23 @@ sum_p n_p`` for batch-mean losses, ``sum_p g_p`` for batch sums) and applies the
 process, so the weights stay identical everywhere. The outputs of an update are the process's own
 (its shard's loss and per-row values).
 
-`launch` starts the processes on this machine (``127.0.0.1``), runs a function in each with the
-process group initialized, and tears everything down, within a time limit.
+`launch` starts the processes on this machine, runs a function in each with the process group initialized
+(a file store, gloo on 127.0.0.1: nothing listens on another interface), and tears everything down, within a
+time limit.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue as _queue
-import socket
+import shutil
+import tempfile
 import time
 import traceback
 from typing import Any, Callable, Sequence
 
+from harness.execution.loopback import LOOPBACK
 from harness.execution.strategies.replicas import SyncReplicas, TowerStepMixin
 from harness.graph import api, graph_fn
 from harness.spaces import FloatBox
@@ -82,18 +86,37 @@ class DistributedReplicas(SyncReplicas):
         return "rows"
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+#: The gloo backend `launch` registers: gloo with its one device on 127.0.0.1 (torch's own "gloo" binds the
+#: address this machine's hostname resolves to, or the interface GLOO_SOCKET_IFNAME names).
+LOOPBACK_GLOO = "gloo_loopback"
 
 
-def _worker(rank: int, world: int, port: int, backend: str, fn: Callable, args: tuple, out: Any) -> None:
+def _loopback_gloo(store: Any, rank: int, size: int, timeout: Any) -> Any:
+    """A gloo process group whose only device is bound to 127.0.0.1 (the creator `LOOPBACK_GLOO` names)."""
+    import torch.distributed as dist
+
+    options = dist.ProcessGroupGloo._Options()
+    options._timeout = timeout
+    options._devices = [dist.ProcessGroupGloo.create_device(hostname=LOOPBACK)]
+    return dist.ProcessGroupGloo(store, rank, size, options)
+
+
+def _init_process_group(backend: str, store_file: str, rank: int, world: int) -> None:
+    """``init_process_group`` over a file store (no rendezvous listener), gloo's connections on 127.0.0.1."""
+    import torch.distributed as dist
+
+    if backend == "gloo":
+        if LOOPBACK_GLOO not in dist.Backend.backend_list:
+            dist.Backend.register_backend(LOOPBACK_GLOO, _loopback_gloo, devices=["cpu"])
+        backend = LOOPBACK_GLOO
+    dist.init_process_group(backend, init_method=f"file://{store_file}", rank=rank, world_size=world)
+
+
+def _worker(rank: int, world: int, store_file: str, backend: str, fn: Callable, args: tuple, out: Any) -> None:
     import torch.distributed as dist
 
     try:
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        _init_process_group(backend, store_file, rank, world)
         try:
             out.put((rank, "ok", fn(rank, world, *args)))
         finally:
@@ -106,7 +129,9 @@ def launch(fn: Callable, world: int, args: tuple = (), backend: str = "gloo", ti
     """Runs ``fn(rank, world, *args)`` in ``world`` fresh processes with a process group; their results by rank.
 
     ``fn`` must be importable by module path (processes are spawned). Every process is ended before this
-    returns or raises, also on a timeout.
+    returns or raises, also on a timeout. The processes meet through a file store in a private temporary
+    folder (no rendezvous server listens anywhere), and gloo's own connections use one device bound to
+    127.0.0.1 (`LOOPBACK_GLOO`), so nothing of the group listens on another interface.
 
     Raises:
         ValueError: for ``world < 1``.
@@ -117,8 +142,9 @@ def launch(fn: Callable, world: int, args: tuple = (), backend: str = "gloo", ti
         raise ValueError(f"launch: world must be a positive int; got {world!r}")
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, backend, fn, args, out), daemon=True)
+    folder = tempfile.mkdtemp(prefix="spacegraph-launch-")  # mode 0700: only this user reaches the store
+    store_file = os.path.join(folder, "store")
+    procs = [ctx.Process(target=_worker, args=(r, world, store_file, backend, fn, args, out), daemon=True)
              for r in range(world)]
     results: dict[int, Any] = {}
     try:
@@ -129,7 +155,7 @@ def launch(fn: Callable, world: int, args: tuple = (), backend: str = "gloo", ti
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RuntimeError(f"launch: ranks {sorted(set(range(world)) - set(results))} of {world} did not "
-                                   f"finish within {timeout:g} s ({backend} on 127.0.0.1:{port})")
+                                   f"finish within {timeout:g} s ({backend}, store {store_file})")
             try:
                 rank, status, value = out.get(timeout=min(left, 1.0))
             except _queue.Empty:
@@ -150,3 +176,4 @@ def launch(fn: Callable, world: int, args: tuple = (), backend: str = "gloo", ti
                 p.kill()
                 p.join(timeout=5)
         out.close()
+        shutil.rmtree(folder, ignore_errors=True)

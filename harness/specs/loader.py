@@ -77,12 +77,15 @@ def _loc(loc: tuple) -> str:
 def read_spec_mapping(path: str) -> dict[str, Any]:
     """The YAML mapping in a spec file; `SpecError` naming the file when it does not read or is no mapping."""
     try:
-        with open(path) as fh:
+        with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)
+    except UnicodeDecodeError as exc:
+        raise SpecError(path, [("", f"not a text file (UTF-8): {exc}")]) from None
     except OSError as exc:
         raise SpecError(path, [("", f"cannot read the file: {exc}")]) from None
-    except yaml.YAMLError as exc:
-        raise SpecError(path, [("", f"not valid YAML: {exc}")]) from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        why = exc if isinstance(exc, yaml.YAMLError) else "nested too deep"
+        raise SpecError(path, [("", f"not valid YAML: {why}")]) from None
     if not isinstance(data, dict):
         raise SpecError(path, [("", f"expected a mapping at the top, got {type(data).__name__}")])
     return data

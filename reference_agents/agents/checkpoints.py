@@ -119,12 +119,16 @@ class CheckpointMixin:
             timesteps, updates, due, accumulators, state_space, action_space = fields(
                 state_path, meta, timesteps=int, updates=int, updates_due_at=int, accumulators=dict,
                 state_space=str, action_space=str)
-            restored, staged = _restore_windows(state_path, accumulators, arrays)
+            if state_space != repr(self.state_space) or action_space != repr(self.action_space):
+                raise ValueError(f"{type(self).__name__}.restore: {directory} is for states {state_space} and "
+                                 f"actions {action_space}; this agent has {self.state_space!r} and "
+                                 f"{self.action_space!r}")
+            restored, staged = _restore_windows(state_path, accumulators, arrays, tuple(self.state_space.shape))
+            if replay and not self.replay.state_dict():
+                raise BadFileError(replay_path, f"holds {sorted(replay)[:4]}, but this agent's replay lives in its "
+                                                f"graph variables (the file must be empty)")
         except BadFileError as exc:
             raise exc.within(where) from None
-        if state_space != repr(self.state_space) or action_space != repr(self.action_space):
-            raise ValueError(f"{type(self).__name__}.restore: {directory} is for states {state_space} and actions "
-                             f"{action_space}; this agent has {self.state_space!r} and {self.action_space!r}")
         previous = self.executor.get_weights()
         try:
             self.executor.set_weights({k[2:]: v for k, v in variables.items() if k.startswith("w:")})
@@ -201,8 +205,17 @@ def saved_agent(directory: str, where: str) -> tuple[dict[str, Any], str, Any, A
     return config, backend, state_space, action_space
 
 
-def _restore_windows(path: str, accumulators: dict[str, Any], arrays: dict[str, np.ndarray]
-                     ) -> tuple[dict[int, NStepAccumulator], list[dict[str, Any]]]:
+def _window_step(arrays: dict[str, np.ndarray], env: str, j: int, state_shape: tuple[int, ...]) -> tuple:
+    """Step ``j`` of env ``env``'s saved n-step window: ``(state, action, reward)``, checked."""
+    s, a, r = arrays[f"s:{env}:{j}"], arrays[f"a:{env}:{j}"], arrays[f"r:{env}:{j}"]
+    if s.shape != state_shape or a.shape != () or a.dtype.kind not in "iu" or r.shape != ():
+        raise ValueError(f"step {j} of env {env} has a state of shape {s.shape} (expected {state_shape}), an action "
+                         f"{a.dtype}{list(a.shape)} and a reward of shape {r.shape} (expected scalars)")
+    return s, a.item(), float(r)
+
+
+def _restore_windows(path: str, accumulators: dict[str, Any], arrays: dict[str, np.ndarray],
+                     state_shape: tuple[int, ...]) -> tuple[dict[int, NStepAccumulator], list[dict[str, Any]]]:
     """The open n-step windows a checkpoint saved, rebuilt and closed as cut short: ``(accumulators, staged)``.
 
     Raises:
@@ -212,8 +225,9 @@ def _restore_windows(path: str, accumulators: dict[str, Any], arrays: dict[str, 
     staged: list[dict[str, Any]] = []
     try:
         for env, acc in accumulators.items():
-            steps = [(arrays[f"s:{env}:{j}"], arrays[f"a:{env}:{j}"].item(), float(arrays[f"r:{env}:{j}"]))
-                     for j in range(int(acc["steps"]))]
+            steps = [_window_step(arrays, env, j, state_shape) for j in range(int(acc["steps"]))]
+            if steps and arrays[f"next:{env}"].shape != state_shape:
+                raise ValueError(f"the next state of env {env} has shape {arrays[f'next:{env}'].shape}")
             window = NStepAccumulator(acc["n"], acc["gamma"])
             window.load_state_dict({"n": acc["n"], "gamma": acc["gamma"], "steps": steps,
                                     "last_next_state": arrays.get(f"next:{env}")})

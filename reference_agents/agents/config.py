@@ -202,15 +202,19 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _read(path: str) -> Any:
+    """The data in a YAML or JSON config file; `ConfigError` naming the file when it cannot be read or parsed."""
     try:
-        with open(path) as fh:
+        with open(path, encoding="utf-8") as fh:
             text = fh.read()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, [("", f"not a text file (UTF-8): {exc}")]) from None
     except OSError as exc:
         raise ConfigError(path, [("", f"cannot read the file: {exc}")]) from None
     try:
         return json.loads(text) if path.endswith(".json") else yaml.load(text, Loader=_YAML_LOADER)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(path, [("", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {exc}")]) from None
+    except (ValueError, RecursionError, yaml.YAMLError) as exc:
+        raise ConfigError(path, [("", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: "
+                                      f"{type(exc).__name__ if isinstance(exc, RecursionError) else exc}")]) from None
 
 
 def load_agent_config(config: str | os.PathLike | dict[str, Any] | BaseModel,

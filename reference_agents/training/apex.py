@@ -11,7 +11,8 @@ from harness.execution.actors import ActorExecutor, InProcessActorExecutor
 from harness.execution.serialization import BadFileError, read_json, verify_npz
 from reference_agents.agents.apex import ApexDriver
 
-from .checkpoints import WORKER_STATE, _trainer_state, _worker_state, checkpoint_dirs, load_newest, saved_settings
+from .checkpoints import (
+    WORKER_STATE, checkpoint_dirs, checkpoint_trainer_state, checkpoint_worker_state, load_newest, saved_settings)
 from .trainer import Trainer
 
 EXECUTORS = ("local", "ray")
@@ -109,7 +110,7 @@ class ApexTrainer(Trainer):
 
         def load(ckpt: str) -> tuple[dict[str, Any], ApexDriver]:
             saved = read_json(os.path.join(ckpt, APEX_STATE), "an Ape-X checkpoint state")
-            state, worker_state = _trainer_state(ckpt), _worker_state(ckpt)
+            state, worker_state = checkpoint_trainer_state(ckpt), checkpoint_worker_state(ckpt)
             shards = os.path.join(ckpt, SHARDS_DIR)
             for name in sorted(os.listdir(shards)) if os.path.isdir(shards) else []:
                 verify_npz(os.path.join(shards, name))  # whole, before the shards (maybe Ray actors) load them

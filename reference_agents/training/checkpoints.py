@@ -16,6 +16,9 @@ from typing import Any, Callable, TextIO, TypeVar
 from harness.execution.serialization import READ_ERRORS, BadFileError, fields, read_json
 from reference_agents.workers import VectorEnvWorker
 
+from .evaluation import EvaluationProtocol
+from .files import METRIC_COLUMNS
+
 CHECKPOINT = "checkpoint"
 OLD_CHECKPOINT = CHECKPOINT + ".old"
 WORKER_STATE, TRAINER_STATE = "worker.json", "trainer.json"
@@ -38,58 +41,93 @@ def _no_checkpoint(directory: str) -> BadFileError:
     return BadFileError(folder, why, f"{folder} holds no readable training checkpoint ({CHECKPOINT}/{TRAINER_STATE})")
 
 
-def read_trainer_state(directory: str | os.PathLike) -> dict[str, Any]:
-    """The trainer state saved in a run directory's newest readable checkpoint (counters, settings, backend,
-    history): ``checkpoint/trainer.json``, else ``checkpoint.old/trainer.json``.
+def _newest_readable(directory: str | os.PathLike, read: Callable[[str], T], name: str) -> T:
+    """``read(folder)`` of the newest checkpoint folder where it succeeds (quietly: `load_newest` reports).
 
     Raises:
-        BadFileError: (a ValueError) naming the file when no checkpoint holds a readable trainer state.
+        BadFileError: naming every file that failed (``name`` in each folder) when it fails everywhere.
     """
     directory = os.fspath(directory)
     errors = []
     for ckpt in checkpoint_dirs(directory):
         try:
-            return _trainer_state(ckpt)
+            return read(ckpt)
         except BadFileError as exc:
             errors.append(exc)
     if not errors:
         raise _no_checkpoint(directory)
-    raise errors[0].within(f"{directory} holds no readable training checkpoint ({CHECKPOINT}/{TRAINER_STATE})")
+    where = f"{directory} holds no readable training checkpoint ({CHECKPOINT}/{name})"
+    if len(errors) == 1:
+        raise BadFileError(errors[0].path, errors[0].problem, where)
+    raise BadFileError(errors[0].path, errors[0].problem + f"; and {errors[1].path} {errors[1].problem}", where)
 
 
-def _trainer_state(ckpt: str) -> dict[str, Any]:
-    return read_json(os.path.join(ckpt, TRAINER_STATE), "a trainer state", formats=_STATE_FORMAT)
+def read_trainer_state(directory: str | os.PathLike) -> dict[str, Any]:
+    """The trainer state saved in a run directory's newest readable checkpoint (counters, settings, backend,
+    history): ``checkpoint/trainer.json``, else ``checkpoint.old/trainer.json``.
 
-
-def _worker_state(ckpt: str) -> dict[str, Any]:
-    path = os.path.join(ckpt, WORKER_STATE)
-    state = read_json(path, "a worker state")
-    fields(path, state, total_steps=int, total_frames=int, total_updates=int, episodes=list)
-    return state
+    Raises:
+        BadFileError: (a ValueError) naming the files when no checkpoint holds a readable trainer state.
+    """
+    return _newest_readable(directory, checkpoint_trainer_state, TRAINER_STATE)
 
 
 def read_worker_state(directory: str | os.PathLike) -> dict[str, Any]:
     """The worker state saved in a run directory's newest readable checkpoint (its counters).
 
     Raises:
-        BadFileError: (a ValueError) naming the file when no checkpoint holds a readable worker state.
+        BadFileError: (a ValueError) naming the files when no checkpoint holds a readable worker state.
     """
-    directory = os.fspath(directory)
-    errors = []
-    for ckpt in checkpoint_dirs(directory):
+    return _newest_readable(directory, checkpoint_worker_state, WORKER_STATE)
+
+
+#: The types of a trainer state's keys (each may also be null).
+_TRAINER_STATE_TYPES = {"total_steps_target": int, "wall_seconds": float, "train_seconds": float,
+                        "solved_at_step": int, "backend": str, "eval_every": int, "eval_episodes": int,
+                        "eval_envs": int, "target_return": float, "checkpoint_every": int, "evaluation": dict}
+
+
+def checkpoint_trainer_state(ckpt: str) -> dict[str, Any]:
+    """A checkpoint's ``trainer.json``, its keys' types and its evaluation protocol checked.
+
+    Raises:
+        BadFileError: naming the file and what is wrong.
+    """
+    path = os.path.join(ckpt, TRAINER_STATE)
+    state = read_json(path, "a trainer state", formats=_STATE_FORMAT)
+    (history,) = fields(path, state, history=list)
+    for key, kind in _TRAINER_STATE_TYPES.items():
+        if state.get(key) is not None:
+            fields(path, state, **{key: kind})
+    for i, row in enumerate(history):
+        if not isinstance(row, dict) or set(row) != set(METRIC_COLUMNS) or not all(
+                v is None or isinstance(v, (int, float)) and not isinstance(v, bool) for v in row.values()):
+            raise BadFileError(path, f"has a history row ({i}) that is not an object of the metric columns "
+                                     f"{list(METRIC_COLUMNS)} with numbers or nulls")
+    if state.get("evaluation") is not None:
         try:
-            return _worker_state(ckpt)
-        except BadFileError as exc:
-            errors.append(exc)
-    if not errors:
-        raise _no_checkpoint(directory)
-    raise errors[0].within(f"{directory} holds no readable worker state ({CHECKPOINT}/{WORKER_STATE})")
+            EvaluationProtocol.from_config(state["evaluation"])
+        except (TypeError, ValueError) as exc:
+            raise BadFileError(path, f"holds an evaluation protocol that does not check: {exc}") from None
+    return state
+
+
+def checkpoint_worker_state(ckpt: str) -> dict[str, Any]:
+    """A checkpoint's ``worker.json``, its counters' types checked.
+
+    Raises:
+        BadFileError: naming the file and what is wrong.
+    """
+    path = os.path.join(ckpt, WORKER_STATE)
+    state = read_json(path, "a worker state")
+    fields(path, state, total_steps=int, total_frames=int, total_updates=int, episodes=list)
+    return state
 
 
 def _saved_steps(ckpt: str) -> int | None:
     """The env steps a checkpoint's worker had taken (None when unreadable)."""
     try:
-        steps = _worker_state(ckpt).get("total_steps")
+        steps = checkpoint_worker_state(ckpt).get("total_steps")
     except BadFileError:
         return None
     return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
@@ -153,8 +191,8 @@ def _tell_fallback(directory: str, older: str, errors: list[BadFileError], strea
 
 
 def looks_whole(ckpt: str, names: list[str]) -> bool:
-    """A quick check (nothing but directories and JSON files is read whole) that the checkpoint folder
-    ``ckpt`` has every file in ``names`` (paths inside it), its JSON files read and its ``.npz`` archives open."""
+    """A quick check that the checkpoint folder ``ckpt`` has every file in ``names`` (paths inside it), that its
+    JSON files read and its ``.npz`` archives open (their member directories only: arrays are not read)."""
     for name in names:
         path = os.path.join(ckpt, name)
         try:
@@ -174,15 +212,20 @@ def _files(folder: str) -> list[str]:
     return sorted(os.path.relpath(os.path.join(root, f), folder) for root, _, files in os.walk(folder) for f in files)
 
 
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _sync(folder: str) -> None:
     """Flushes every file under ``folder`` (and the folders) to the disk, so that a rename publishes whole files."""
-    for root, dirs, files in os.walk(folder):
-        for name in files + dirs + ["."]:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+    for root, _, files in os.walk(folder):
+        for name in files:
+            _fsync(os.path.join(root, name))
+        _fsync(root)
 
 
 def write_checkpoint(out_dir: str, agent: Any, worker: Any, trainer: Any,
@@ -228,21 +271,13 @@ def write_checkpoint(out_dir: str, agent: Any, worker: Any, trainer: Any,
             else:
                 os.rename(final, os.path.join(trash, CHECKPOINT))
         os.rename(tmp, final)
-        _sync_dir(out_dir)
+        _fsync(out_dir)  # (the renames themselves)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if trash is not None:
         shutil.rmtree(trash, ignore_errors=True)
     return final
-
-
-def _sync_dir(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def load_run(directory: str, backend: str | None, agent_loader: Callable[[str, str | None], Any] | None,
@@ -263,7 +298,7 @@ def load_run(directory: str, backend: str | None, agent_loader: Callable[[str, s
         agent_loader = load_checkpoint  # DQN or IMPALA, by the checkpoint's format
 
     def load(ckpt: str) -> tuple[dict[str, Any], dict[str, Any], Any]:
-        return _trainer_state(ckpt), _worker_state(ckpt), agent_loader(ckpt, backend)
+        return checkpoint_trainer_state(ckpt), checkpoint_worker_state(ckpt), agent_loader(ckpt, backend)
 
     ckpt, (state, worker_state, agent), fell_back = load_newest(directory, load, "Trainer.resume", stream)
     settings = saved_settings(state, kwargs)
@@ -271,22 +306,31 @@ def load_run(directory: str, backend: str | None, agent_loader: Callable[[str, s
         raise ValueError("Trainer.resume: the worker is made for the restored agent; do not pass one")
     worker = (worker_factory or VectorEnvWorker.for_agent)(agent)
     try:
-        if worker_state.get("num_envs", worker.num_envs) != worker.num_envs:
-            raise ValueError(f"Trainer.resume: {directory} was trained with {worker_state.get('num_envs')} "
-                             f"environments; this worker has {worker.num_envs}")
-        try:
-            worker.load_state_dict(worker_state)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BadFileError(os.path.join(ckpt, WORKER_STATE), f"does not fit the worker: {type(exc).__name__}: "
-                                                                 f"{exc}", "Trainer.resume") from None
+        restore_worker(ckpt, worker, worker_state, agent)
     except BaseException:
         getattr(worker, "close", lambda: None)()  # (a distributed worker's actors are not left running)
         raise
+    return ckpt, state, agent, worker, settings, fell_back
+
+
+def restore_worker(ckpt: str, worker: Any, worker_state: dict[str, Any], agent: Any) -> None:
+    """Loads a checkpoint's worker state into ``worker``, checked against it and against the restored ``agent``.
+
+    Raises:
+        BadFileError: naming ``worker.json`` when it does not fit the worker or disagrees with the agent.
+    """
+    path, where = os.path.join(ckpt, WORKER_STATE), "Trainer.resume"
+    if worker_state.get("num_envs", worker.num_envs) != worker.num_envs:
+        raise BadFileError(path, f"says the run had {worker_state.get('num_envs')!r} environments; the agent's "
+                                 f"config gives this worker {worker.num_envs}", where)
+    try:
+        worker.load_state_dict(worker_state)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadFileError(path, f"does not fit the worker: {type(exc).__name__}: {exc}", where) from None
     timesteps = getattr(agent, "timesteps", None)
     if not worker.folds and timesteps is not None and timesteps != worker.total_steps:
-        raise ValueError(f"Trainer.resume: {ckpt} is inconsistent: the agent observed {timesteps} env steps, "
-                         f"the worker counted {worker.total_steps}")
-    return ckpt, state, agent, worker, settings, fell_back
+        raise BadFileError(path, f"counts {worker.total_steps} env steps, the agent's checkpoint {timesteps}: one "
+                                 f"of them is damaged", where)
 
 
 def saved_settings(state: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:

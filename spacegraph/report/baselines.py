@@ -47,22 +47,32 @@ def load(folder: str | Path | None = None) -> dict[str, list[Baseline]]:
     Entries with ``plot: false`` get the panel name ``"(table only)"``, which no plot draws.
 
     Raises:
-        ValueError: naming the file and entry when a field is missing or a point has no ``y``.
+        ValueError: naming the file (and entry) when it is not YAML text, not a mapping, a field is missing or a
+            point has no ``y``.
     """
     out: dict[str, list[Baseline]] = {}
     folder = default_dir() if folder is None else Path(folder)
     if folder is None or not folder.is_dir():
         return out
     for path in sorted(folder.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError) as exc:
+            raise ValueError(f"{path}: cannot read it as YAML ({type(exc).__name__}: {exc})") from None
+        if not isinstance(doc, dict):
+            raise ValueError(f"{path}: expected a mapping at the top, got {type(doc).__name__}")
         source = doc.get("source")
         if not source:
             raise ValueError(f"{path}: needs a top-level 'source'")
         cite = f"{source}, {doc['url']}" if doc.get("url") else str(source)
         for i, entry in enumerate(doc.get("baselines") or []):
+            if not isinstance(entry, dict):
+                raise ValueError(f"{path}: baselines[{i}] is a {type(entry).__name__}, expected a mapping")
             missing = [k for k in _REQUIRED if k not in entry]
             if missing:
                 raise ValueError(f"{path}: baselines[{i}] lacks {', '.join(missing)}")
+            if not isinstance(entry["points"] or [], list):
+                raise ValueError(f"{path}: baselines[{i}].points is a {type(entry['points']).__name__}, expected a list")
             points: list[dict[str, Any]] = list(entry["points"] or [])
             for j, p in enumerate(points):
                 if not isinstance(p, dict) or not isinstance(p.get("y"), (int, float)):

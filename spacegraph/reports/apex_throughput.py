@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 from harness.measure.files import write_report
 from harness.measure.machine import environment
+from spacegraph.reports import read_result_json
 from spacegraph.reports.apex_throughput_measure import CONFIGS, MATCHED_SIDE, SIDES, measure_point
 from spacegraph.reports.apex_throughput_report import baselines, markdown, plot, ratios, scaling_model
 
@@ -102,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         Path(args.point_out).write_text(json.dumps(point, default=float))
         return 0
     if args.rewrite:
-        result = json.loads(Path(args.rewrite).read_text())
+        result = read_result_json(args.rewrite, "--rewrite")
     else:
         envs = [e for e in args.envs.split(",") if e]
         workers = [int(w) for w in args.workers.split(",") if w]

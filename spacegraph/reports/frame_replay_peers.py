@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -52,6 +51,7 @@ from spacegraph.reports.frame_replay_contenders import (  # noqa: E402,F401
 from spacegraph.reports.frame_replay_measure import (  # noqa: E402,F401
     TARGETS, build_times, check_sample, fill, full_process, ratios, redo_in_process, redo_subprocesses, verdicts)
 from spacegraph.reports.rllib import rllib_missing  # noqa: E402
+from spacegraph.reports import read_result_json  # noqa: E402
 
 REPORT_DIR = REPO / "reports"
 STEM = "frame_replay_vs_rllib"
@@ -328,12 +328,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              "and keep its subprocess sections (full_process, build) as they are")
     args = parser.parse_args(argv)
     if args.from_json:
-        result = json.loads(Path(args.from_json).read_text())
+        result = read_result_json(args.from_json, "--from-json")
     elif args.keep_subprocesses:
-        result = redo_in_process(json.loads(Path(args.keep_subprocesses).read_text()), rllib=not args.no_rllib,
+        result = redo_in_process(read_result_json(args.keep_subprocesses, "--keep-subprocesses"), rllib=not args.no_rllib,
                                  rllib_uncompressed=args.rllib_uncompressed, rllib_check=rllib_missing)
     elif args.redo_subprocesses:
-        result = redo_subprocesses(json.loads(Path(args.redo_subprocesses).read_text()), args.full_process,
+        result = redo_subprocesses(read_result_json(args.redo_subprocesses, "--redo-subprocesses"), args.full_process,
                                    args.full_fill, tuple(args.backends.split(",")), args.build_runs)
     else:
         result = measure(args.capacity, args.num_envs, args.steps, seconds=args.seconds, rounds=args.rounds,

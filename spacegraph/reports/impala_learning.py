@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spacegraph.reports import read_result_json
 from spacegraph.reports.impala_throughput import (THREADS, _executor_factory, cpu_busy, last_mean,
                                                   record_episode_return, rllib_impala)
 
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         print(json.dumps(SIDES[args.child](args.minutes * 60, args.actors, args.every, log, args.executor)))
         return None
     if args.rewrite:
-        result = json.loads(Path(args.rewrite).read_text())
+        result = read_result_json(args.rewrite, "--rewrite")
         result["notes"] = [*result.get("notes", []), *args.note]
     else:
         from harness.measure.host import describe, facts
@@ -271,7 +272,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
                   "sides": {}, "notes": list(args.note)}
         previous = out / f"{NAME}.json"
         if args.update and previous.exists():   # the sides this run measures replace those of the last one
-            kept = json.loads(previous.read_text())
+            kept = read_result_json(str(previous), "--update")
             settings = ("minutes", "actors", "executor")
             if any(kept.get(k) != result[k] for k in settings):
                 was, now = {k: kept.get(k) for k in settings}, {k: result[k] for k in settings}

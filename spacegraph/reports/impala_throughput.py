@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spacegraph.reports import read_result_json
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 REPORT_DIR = Path(__file__).resolve().parents[2] / "reports"
@@ -364,7 +366,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         print(json.dumps(SIDES[args.child](args.envs, int(args.actors), args.seconds)))
         return None
     if args.rewrite:
-        result = json.loads(Path(args.rewrite).read_text())
+        result = read_result_json(args.rewrite, "--rewrite")
         result["notes"] = [*result.get("notes", []), *args.note]
         Path(args.rewrite).write_text(json.dumps(result, indent=1))
         Path(args.rewrite).with_suffix(".md").write_text(markdown(result))
@@ -378,7 +380,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
               "seconds": args.seconds, "actors": actors, "envs": {}, "notes": list(args.note)}
     previous = Path(args.out_dir) / "impala_throughput.json"
     if args.update and previous.exists():  # what this run measures replaces its part only; both dates kept
-        kept = json.loads(previous.read_text())
+        kept = read_result_json(str(previous), "--update")
         kept["notes"] = [*kept.get("notes", []), *(f"{n} (added {result['date']}, commit {commit})"
                                                    for n in args.note)]
         result = kept

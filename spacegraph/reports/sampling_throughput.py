@@ -41,7 +41,6 @@ Run ``python -m spacegraph.reports.sampling_throughput [--seconds S]``; it write
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -56,6 +55,7 @@ from spacegraph.reports.sampling_contenders import (  # noqa: E402,F401
     RawContender, RLlibContender, ScaledImageEnv, TimedAgent, WorkerContender, bare_factory, env_factory,
     load_config, rllib_available)
 from spacegraph.reports.sampling_measure import calibrate_chunk, measure, time_contenders, versions  # noqa: E402,F401
+from spacegraph.reports import read_result_json  # noqa: E402
 
 REPORT_DIR = REPO / "reports"
 
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--from-json", help="rewrite the report from a result JSON instead of measuring")
     args = parser.parse_args(argv)
     if args.from_json:
-        result = json.loads(Path(args.from_json).read_text())
+        result = read_result_json(args.from_json, "--from-json")
     else:
         result = measure(args.config, tuple(args.backends.split(",")),
                          tuple(int(n) for n in args.num_envs.split(",")), seconds=args.seconds, rounds=args.rounds,

@@ -61,13 +61,14 @@ class IMPALACheckpointMixin:
             _, variables = read_npz(weights_path, "an agent checkpoint's variables file")
             counters = fields(state_path, meta, timesteps=int, updates=int, rollouts_made=int, rollouts_learned=int,
                               outbox=int, tag=int, state_space=str, action_space=str)
-            outbox = _saved_outbox(state_path, counters[4], arrays)
+            timesteps, updates, made, learned, count, tag, state_space, action_space = counters
+            if state_space != repr(self.state_space) or action_space != repr(self.action_space):
+                raise ValueError(f"{type(self).__name__}.restore: {directory} is for states {state_space} and "
+                                 f"actions {action_space}; this agent has {self.state_space!r} and "
+                                 f"{self.action_space!r}")
+            outbox = _saved_outbox(state_path, count, arrays)
         except BadFileError as exc:
             raise exc.within(where) from None
-        timesteps, updates, made, learned, _, tag, state_space, action_space = counters
-        if state_space != repr(self.state_space) or action_space != repr(self.action_space):
-            raise ValueError(f"{type(self).__name__}.restore: {directory} is for states {state_space} and actions "
-                             f"{action_space}; this agent has {self.state_space!r} and {self.action_space!r}")
         try:
             self.executor.set_weights({k[2:]: v for k, v in variables.items() if k.startswith("w:")})
         except ValueError as exc:

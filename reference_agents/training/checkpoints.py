@@ -13,11 +13,11 @@ import tempfile
 import zipfile
 from typing import Any, Callable, TextIO, TypeVar
 
-from harness.execution.serialization import READ_ERRORS, BadFileError, fields, read_json
+from harness.execution.serialization import READ_ERRORS, BadFileError, check_out_dir, fields, read_json
 from reference_agents.workers import VectorEnvWorker
 
 from .evaluation import EvaluationProtocol
-from .files import METRIC_COLUMNS
+from .files import METRIC_COLUMNS, METRICS_CSV
 
 CHECKPOINT = "checkpoint"
 OLD_CHECKPOINT = CHECKPOINT + ".old"
@@ -278,6 +278,22 @@ def write_checkpoint(out_dir: str, agent: Any, worker: Any, trainer: Any,
     if trash is not None:
         shutil.rmtree(trash, ignore_errors=True)
     return final
+
+
+def make_run_dir(out_dir: str) -> None:
+    """Makes a new run directory, checked first: a folder that is (or can be made) writable and holds no run.
+
+    Raises:
+        ValueError: naming the folder and what is wrong (a file in the way, not writable, a run in it already).
+    """
+    check_out_dir(out_dir, "Trainer: out_dir")
+    if any(os.path.exists(os.path.join(out_dir, f)) for f in (CHECKPOINT, OLD_CHECKPOINT, METRICS_CSV)):
+        raise ValueError(f"Trainer: {out_dir} already holds a run (a checkpoint or metrics.csv); continue it with "
+                         f"Trainer.resume (spacegraph train --resume DIR) or choose another out_dir")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"Trainer: out_dir {out_dir} cannot be made: {exc}") from None
 
 
 def load_run(directory: str, backend: str | None, agent_loader: Callable[[str, str | None], Any] | None,

@@ -14,12 +14,10 @@ import numpy as np
 
 from reference_agents.workers import VectorEnvWorker, WorkerStats
 
-from harness.execution.serialization import check_out_dir
-
-from .checkpoints import _STATE_FORMAT, CHECKPOINT, OLD_CHECKPOINT, load_run, write_checkpoint
+from .checkpoints import _STATE_FORMAT, load_run, make_run_dir, write_checkpoint
 from .evaluation import EvaluationProtocol, evaluate_worker
 from .files import (
-    LEARNING_CURVE, METRIC_COLUMNS, METRICS_CSV, _clean, _fmt, append_episodes, append_metric_row, plot_learning_curve,
+    LEARNING_CURVE, METRIC_COLUMNS, _clean, _fmt, append_episodes, append_metric_row, plot_learning_curve,
     rewrite_run_files)
 from .progress import ProgressBar
 from .result import TrainResult
@@ -131,15 +129,7 @@ class Trainer:
         self._told_no_matplotlib = False
         self._checkpoint_ok: bool | None = None  # whether out_dir/checkpoint is whole (None: unknown)
         if self.out_dir is not None:
-            check_out_dir(self.out_dir, "Trainer: out_dir")
-            if any(os.path.exists(os.path.join(self.out_dir, f)) for f in (CHECKPOINT, OLD_CHECKPOINT, METRICS_CSV)):
-                raise ValueError(f"Trainer: {self.out_dir} already holds a run (a checkpoint or metrics.csv); "
-                                 f"continue it with Trainer.resume (spacegraph train --resume DIR) or choose "
-                                 f"another out_dir")
-            try:
-                os.makedirs(self.out_dir, exist_ok=True)
-            except OSError as exc:
-                raise ValueError(f"Trainer: out_dir {self.out_dir} cannot be made: {exc}") from None
+            make_run_dir(self.out_dir)
             self._rewrite_files()
 
     # the protocol's settings under their Trainer argument names

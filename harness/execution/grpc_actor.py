@@ -196,18 +196,37 @@ def _transport(link: _Link, welcome: Welcome) -> Transport:
                      GrpcWeightStore(link, welcome.weights))
 
 
+def join(address: str, token: bytes, index: int, incarnation: int = 0, credentials: Any = None,
+         ready_timeout: float = 60.0) -> tuple[Transport, Welcome, Callable[[], None]]:
+    """Opens a stream to the learner at ``address`` as actor ``index`` and completes the handshake.
+
+    Returns:
+        ``(transport, welcome, close)``: the queues and weights over the stream, the learner's welcome, and
+        the function that closes the stream.
+
+    Raises:
+        grpc.FutureTimeoutError: no learner within ``ready_timeout``; and what `handshake` raises.
+    """
+    link = _Link(address, ready_timeout, credentials)
+    try:
+        welcome = handshake(link, token, index, incarnation)
+    except BaseException:
+        link.close()
+        raise
+    return _transport(link, welcome), welcome, link.close
+
+
 def actor_main(address: str, index: int, incarnation: int, parent: int, token: bytes, env: dict[str, str],
                body: Callable[..., Any], args: tuple) -> None:
     """A spawned actor process (its body and environment handed over locally by multiprocessing): joins the
     learner's stream with the handshake and runs ``body``."""
     os.environ.update(env)
     threading.Thread(target=watch_parent, args=(parent,), daemon=True).start()
-    link = _Link(address)
+    transport, _, close = join(address, token, index, incarnation)
     try:
-        welcome = handshake(link, token, index, incarnation)
-        body(_transport(link, welcome), index, incarnation, *args)
+        body(transport, index, incarnation, *args)
     finally:
-        link.close()
+        close()
 
 
 def _chosen_body(welcome: Welcome, bodies: Mapping[str, RemoteBody]) -> tuple[Callable[..., Any], tuple]:

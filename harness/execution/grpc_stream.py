@@ -276,7 +276,11 @@ class GrpcActorLearnerExecutor(ProcessActorsMixin):
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"start_actors: the arguments of {names[0]!r} must be plain data (JSON): "
                                  f"{exc}") from None
-            self.bodies[names[0]].check(data)
+            try:
+                self.bodies[names[0]].check(data)
+            except ValueError as exc:
+                raise ValueError(f"start_actors: actors started elsewhere would refuse these arguments of "
+                                 f"{names[0]!r}: {exc}") from None
             self._body = (names[0], data)
             self._body_set.set()
             return

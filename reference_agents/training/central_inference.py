@@ -83,7 +83,7 @@ def check_env_actor_args(args: list) -> tuple[dict[str, Any], int]:
 
     Raises:
         ValueError: naming what is wrong; also for a ``module:Name`` id, which would make the actor import
-            ``module`` on the learner's word (start such an actor with the module imported instead).
+            ``module`` on the learner's word (such environments run with spawned actors only).
     """
     from reference_agents.agents.config import ConfigError, EnvConfig, load_agent_config
 

@@ -151,7 +151,7 @@ def spec_packages(spec_root: str) -> list[str]:
         for path in sorted(folder.rglob("*.y*ml")) if folder.is_dir() else []:
             try:
                 data = yaml.safe_load(path.read_text())
-            except (OSError, yaml.YAMLError):
+            except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError):
                 continue  # coverage() reports it
             for key in ("component", "agent"):
                 target = data.get(key) if isinstance(data, dict) else None

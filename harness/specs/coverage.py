@@ -122,8 +122,8 @@ def _spec_targets(spec_root: Path, problems: list[str]) -> list[tuple[str, str, 
         for path in sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml")):
             try:
                 data = yaml.safe_load(path.read_text())
-            except (OSError, yaml.YAMLError) as exc:
-                problems.append(f"spec {path} does not read: {exc}")
+            except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError) as exc:
+                problems.append(f"spec {path} does not read: {type(exc).__name__}: {exc}")
                 continue
             names = [data.get(k) for k in keys] if isinstance(data, dict) else []
             target = next((n for n in names if isinstance(n, str)), None)

@@ -67,12 +67,12 @@ def load(folder: str | Path | None = None) -> dict[str, list[Baseline]]:
         cite = f"{source}, {doc['url']}" if doc.get("url") else str(source)
         for i, entry in enumerate(doc.get("baselines") or []):
             if not isinstance(entry, dict):
-                raise ValueError(f"{path}: baselines[{i}] is a {type(entry).__name__}, expected a mapping")
+                raise ValueError(f"{path}: baselines[{i}] is {str(entry)[:40]!r}, expected a mapping")
             missing = [k for k in _REQUIRED if k not in entry]
             if missing:
                 raise ValueError(f"{path}: baselines[{i}] lacks {', '.join(missing)}")
             if not isinstance(entry["points"] or [], list):
-                raise ValueError(f"{path}: baselines[{i}].points is a {type(entry['points']).__name__}, expected a list")
+                raise ValueError(f"{path}: baselines[{i}].points is {str(entry['points'])[:40]!r}, expected a list")
             points: list[dict[str, Any]] = list(entry["points"] or [])
             for j, p in enumerate(points):
                 if not isinstance(p, dict) or not isinstance(p.get("y"), (int, float)):

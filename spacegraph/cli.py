@@ -522,12 +522,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--actors", type=_positive_int, help="IMPALA on --executor tf-dist: actor processes "
                                                             "(default 2)")
     train.add_argument("--cluster-spec", help="IMPALA on --executor tf-dist: a JSON cluster spec {learner: "
-                                              "[host:port], actor: [...]} instead of 127.0.0.1 and free ports")
+                                              "[host:port], actor: [...]} instead of 127.0.0.1 and free ports. "
+                                              "TensorFlow's servers listen on every interface and authenticate "
+                                              "nothing: run the tasks on a private network only")
     train.add_argument("--publish-every", type=_positive_int, help="IMPALA distributed: publish the learner's "
                                                                    "weights every N updates (default 1)")
     train.add_argument("--shards", type=_positive_int, help="Ape-X prioritized replay shards (apex.shards)")
     train.add_argument("--address", help="join the Ray cluster at ADDR (host:port or auto) instead of starting "
-                                         "one on 127.0.0.1")
+                                         "one on 127.0.0.1 (which runs with token authentication and a token of "
+                                         "its own); a cluster with token authentication takes its token as Ray "
+                                         "reads it: RAY_AUTH_MODE=token and RAY_AUTH_TOKEN, or a file named by "
+                                         "RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token")
     train.add_argument("--serve", metavar="HOST:PORT", help="IMPALA on --executor seed: start no actors; serve the "
                                                             "gRPC stream at HOST:PORT for --actors N actors started "
                                                             "elsewhere with `spacegraph actor --address HOST:PORT "

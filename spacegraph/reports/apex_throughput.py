@@ -38,8 +38,7 @@ from spacegraph.reports.apex_throughput_report import baselines, markdown, plot,
 REPO = Path(__file__).resolve().parents[2]
 STEM = "apex_throughput"
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-              "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "3",
-              "RAY_AUTH_MODE": "disabled"}
+              "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def run_point(side: str, env: str, workers: int, learning: bool, seconds: float, timeout: float) -> dict[str, Any]:

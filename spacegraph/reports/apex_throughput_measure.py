@@ -152,13 +152,13 @@ def measure_apex(env: str, workers: int, learning: bool, seconds: float, matched
 def measure_rllib(env: str, workers: int, learning: bool, seconds: float) -> dict[str, Any]:
     """RLlib's DQN (new API stack, PyTorch) with ``workers`` env runners of the same environments."""
     import_rllib_safely()
-    import ray
     from ray.rllib.algorithms.dqn import DQNConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
     from ray.rllib.utils.metrics import (ALL_MODULES, ENV_RUNNER_RESULTS, LEARNER_RESULTS,
                                          NUM_ENV_STEPS_SAMPLED_LIFETIME, NUM_ENV_STEPS_TRAINED_LIFETIME)
     from ray.tune.registry import register_env
 
+    from harness.execution.ray import init_local_ray, shutdown_local_ray
     from spacegraph.reports.sampling_contenders import RLLIB_CONV_FILTERS, ScaledImageEnv, env_factory
 
     cfg = apex_config(env, workers, learning)
@@ -166,9 +166,8 @@ def measure_rllib(env: str, workers: int, learning: bool, seconds: float) -> dic
     atari = bool(cfg["env"].get("atari"))
     name = f"spacegraph-apex-{env}"
     register_env(name, (lambda _c: ScaledImageEnv(factory())) if atari else (lambda _c: factory()))
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(address="local", num_cpus=max(2, workers + 2), include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False, object_store_memory=400 * 1024 * 1024)
+    init_local_ray(num_cpus=max(2, workers + 2), include_dashboard=False, log_to_driver=False,
+                   object_store_memory=400 * 1024 * 1024)
     session = _session_dir()
     try:
         model = (DefaultModelConfig(conv_filters=RLLIB_CONV_FILTERS, conv_activation="relu", head_fcnet_hiddens=[512])
@@ -223,7 +222,7 @@ def measure_rllib(env: str, workers: int, learning: bool, seconds: float) -> dic
                 "training_intensity": config.training_intensity, "rollout_fragment_length":
                     config.get_rollout_fragment_length()}
     finally:
-        ray.shutdown()
+        shutdown_local_ray()
 
 
 def _raw_worker(env: str, num_envs: int, seconds: float, queue: Any) -> None:

@@ -38,7 +38,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPORT_DIR = Path(__file__).resolve().parents[2] / "reports"
 ENVS = {"cartpole": ("impala_cartpole", "CartPole-v1"), "pong": ("impala_pong", "ALE/Pong-v5")}
 THREADS = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
-           "RAY_AUTH_MODE": "disabled", "SPACEGRAPH_VALIDATE": "0"}
+           "SPACEGRAPH_VALIDATE": "0"}
 
 
 def cpu_busy() -> tuple[float, float]:
@@ -142,14 +142,15 @@ def rllib_pong(env_config: dict) -> Any:
 def rllib_impala(env: str, actors: int, on_episode_end: Any = None) -> tuple[Any, int]:
     """RLlib 2.60's IMPALA for ``env`` (new API stack, PyTorch, local learner) with ``num_env_runners=actors``
     and the rollout length, envs per runner, train batch and learning rate of our config, in a Ray instance
-    it starts on 127.0.0.1 (the caller calls ``ray.shutdown()``); ``(algo, env frames per env step)``.
+    it starts with `init_local_ray` (127.0.0.1, token authentication; the caller calls ``shutdown_local_ray()``);
+    ``(algo, env frames per env step)``.
     ``on_episode_end``: an RLlib callback run in the env runners at each episode's end (picklable)."""
     from spacegraph.reports.rllib import import_rllib_safely
 
     import_rllib_safely()
-    import ray
     from ray.rllib.algorithms.impala import IMPALAConfig
 
+    from harness.execution.ray import init_local_ray
     from reference_agents.agents import load_config
 
     cfg, _ = load_config(ENVS[env][0])
@@ -159,8 +160,8 @@ def rllib_impala(env: str, actors: int, on_episode_end: Any = None) -> tuple[Any
 
         tune.register_env("pong84", rllib_pong)
         name, frames_per_step = "pong84", 4
-    ray.init(num_cpus=max(2, actors + 1), include_dashboard=False, object_store_memory=256 * 1024 ** 2,
-             _node_ip_address="127.0.0.1", log_to_driver=False)
+    init_local_ray(num_cpus=max(2, actors + 1), include_dashboard=False, object_store_memory=256 * 1024 ** 2,
+                   log_to_driver=False)
     config = (IMPALAConfig().environment(name).framework("torch")
               .env_runners(num_env_runners=actors, num_envs_per_env_runner=cfg.env.num_envs,
                            rollout_fragment_length=cfg.rollout.length)
@@ -174,7 +175,7 @@ def rllib_impala(env: str, actors: int, on_episode_end: Any = None) -> tuple[Any
 
 
 def side_rllib(env: str, actors: int, seconds: float) -> dict[str, Any]:
-    import ray
+    from harness.execution.ray import shutdown_local_ray
 
     try:
         algo, frames_per_step = rllib_impala(env, actors)
@@ -201,7 +202,7 @@ def side_rllib(env: str, actors: int, seconds: float) -> dict[str, Any]:
         algo.stop()
         return out
     finally:
-        ray.shutdown()
+        shutdown_local_ray()
 
 
 CURVE_POINTS = (15, 30, 60, 90, 120, 150)
@@ -252,7 +253,7 @@ def side_curve_rllib(env: str, actors: int, seconds: float) -> dict[str, Any]:
     import functools
     import tempfile
 
-    import ray
+    from harness.execution.ray import shutdown_local_ray
 
     fd, returns_file = tempfile.mkstemp(prefix="rllib_returns_", suffix=".txt")
     os.close(fd)
@@ -268,7 +269,7 @@ def side_curve_rllib(env: str, actors: int, seconds: float) -> dict[str, Any]:
                               float(result.get("num_env_steps_sampled_lifetime", 0))))
         algo.stop()
     finally:
-        ray.shutdown()
+        shutdown_local_ray()
         os.unlink(returns_file)
     return {"curve": curve}
 

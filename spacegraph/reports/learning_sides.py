@@ -80,14 +80,13 @@ class RLlibSide:
 
     def __init__(self, seed: int, chunk: int) -> None:
         import_rllib_safely()
-        import ray
         from ray.rllib.algorithms.dqn import DQNConfig
         from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
-        self._ray = ray
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-                 log_to_driver=False)
+        from harness.execution.ray import init_local_ray, shutdown_local_ray
+
+        self._shutdown = shutdown_local_ray
+        init_local_ray(num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
             config = (DQNConfig()
                       .environment(ENV_ID)
@@ -100,7 +99,7 @@ class RLlibSide:
                       .rl_module(model_config=DefaultModelConfig(**RLLIB_SETTINGS["model"])))
             self.algo = config.build_algo()
         except BaseException:
-            ray.shutdown()
+            shutdown_local_ray()
             raise
         self.chunk = chunk
         self.module = self.algo.get_module()
@@ -140,7 +139,7 @@ class RLlibSide:
         try:
             self.algo.stop()
         finally:
-            self._ray.shutdown()
+            self._shutdown()
 
 
 def limit_threads(side: str) -> dict[str, int | None]:

@@ -183,17 +183,19 @@ def test_ray_processes_are_gone_after_a_failing_test(tmp_path):
 CLUSTER = """
 import sys
 import ray
-ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=150 * 2 ** 20,
-         _node_ip_address="127.0.0.1")
+from harness.execution.ray import init_local_ray, local_token_path, shutdown_local_ray
+init_local_ray(num_cpus=2, include_dashboard=False, object_store_memory=150 * 2 ** 20)
 from ray._private.worker import _global_node
-print(ray.get_runtime_context().gcs_address, _global_node.get_session_dir_path(), flush=True)
+print(ray.get_runtime_context().gcs_address, _global_node.get_session_dir_path(), local_token_path(), flush=True)
 sys.stdin.readline()
-ray.shutdown()
+shutdown_local_ray()
 """
 
 
-def test_spacegraph_train_address_joins_a_running_cluster(tmp_path, capsys):
-    """``--address`` joins a cluster started elsewhere (here a child process), trains, and leaves it running."""
+def test_spacegraph_train_address_joins_a_running_cluster(tmp_path, capsys, monkeypatch):
+    """``--address`` joins a cluster started elsewhere (here a child process, token authentication on) with the
+    cluster's token given as Ray reads it (RAY_AUTH_MODE=token, RAY_AUTH_TOKEN_PATH), trains, and leaves it
+    running."""
     import os
     import subprocess
     import sys
@@ -204,10 +206,13 @@ def test_spacegraph_train_address_joins_a_running_cluster(tmp_path, capsys):
     script = tmp_path / "cluster.py"
     script.write_text(CLUSTER)
     cluster = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               text=True, env=dict(os.environ, RAY_AUTH_MODE="disabled"))
+                               text=True)
     session = ""
     try:
-        address, session = cluster.stdout.readline().split()
+        address, session, token_file = cluster.stdout.readline().split()
+        monkeypatch.setenv("RAY_AUTH_MODE", "token")
+        monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", token_file)
+        monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
         out = tmp_path / "run"
         assert main(["train", str(APEX_CARTPOLE), "--executor", "ray", "--address", address, "--steps", "300",
                      "--eval-every", "300", "--screen-episodes", "2", "--out", str(out), "--quiet"]) == 0

@@ -47,6 +47,7 @@ def test_a_local_instance_refuses_calls_without_its_token(tmp_path, monkeypatch,
         monkeypatch.delenv(name, raising=False)
     if mode is not None:
         monkeypatch.setenv("RAY_AUTH_MODE", mode)
+    loopback_listeners.record_all = True
     executor = RayActorExecutor(num_cpus=RAY_CPUS, object_store_memory=RAY_OBJECT_STORE)
     try:
         token_file = local_token_path()

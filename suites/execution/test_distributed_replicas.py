@@ -18,6 +18,7 @@ pytestmark = pytest.mark.distributed
 @pytest.mark.parametrize("loss,size", [("dqn", 7), ("impala", 5)])
 def test_two_processes_equal_one_process_on_the_whole_batch(loss, size, loopback_listeners):
     steps = 4
+    loopback_listeners.record_all = True
     ranks = launch(mdg.distributed_run, 2, args=(loss, size, steps), timeout=150)
     assert multiprocessing.active_children() == []
     # the suite's listener watch saw the ranks' gloo listeners (so it would have seen one on another interface)

@@ -23,7 +23,8 @@ SHARDS_DIR = "shards"
 def make_actor_executor(kind: str, address: str | None = None, num_cpus: int | None = None,
                         object_store_memory: int | None = None) -> ActorExecutor:
     """The actor executor ``kind`` names: ``local`` (every actor in this process) or ``ray`` (a Ray actor each;
-    a local Ray instance on 127.0.0.1, or the cluster at ``address``).
+    a local Ray instance on 127.0.0.1 with token authentication and a token of its own, or the cluster at
+    ``address``, its token given as `RayActorExecutor` says).
 
     Raises:
         ValueError: for another kind, or an ``address`` without Ray.

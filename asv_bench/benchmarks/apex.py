@@ -13,7 +13,6 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 from .common import grid, quick  # noqa: E402
 

@@ -17,7 +17,7 @@ from harness.execution.serialization import READ_ERRORS, BadFileError, check_out
 from reference_agents.workers import VectorEnvWorker
 
 from .evaluation import EvaluationProtocol
-from .files import METRIC_COLUMNS, METRICS_CSV
+from .files import METRICS_CSV
 
 CHECKPOINT = "checkpoint"
 OLD_CHECKPOINT = CHECKPOINT + ".old"
@@ -99,11 +99,11 @@ def checkpoint_trainer_state(ckpt: str) -> dict[str, Any]:
     for key, kind in _TRAINER_STATE_TYPES.items():
         if state.get(key) is not None:
             fields(path, state, **{key: kind})
-    for i, row in enumerate(history):
-        if not isinstance(row, dict) or set(row) != set(METRIC_COLUMNS) or not all(
+    for i, row in enumerate(history):  # (checkpoints of older versions may lack later columns)
+        if not isinstance(row, dict) or not isinstance(row.get("env_steps"), int) or not all(
                 v is None or isinstance(v, (int, float)) and not isinstance(v, bool) for v in row.values()):
-            raise BadFileError(path, f"has a history row ({i}) that is not an object of the metric columns "
-                                     f"{list(METRIC_COLUMNS)} with numbers or nulls")
+            raise BadFileError(path, f"has a history row ({i}) that is not an object of metric columns (an int "
+                                     f"env_steps, numbers or nulls)")
     if state.get("evaluation") is not None:
         try:
             EvaluationProtocol.from_config(state["evaluation"])

@@ -8,8 +8,10 @@ import os
 from typing import Any
 
 from harness.execution.actors import ActorExecutor, InProcessActorExecutor
-from harness.execution.serialization import BadFileError, read_json, verify_npz
+from harness.execution.serialization import BadFileError, fields, read_json, verify_npz
 from reference_agents.agents.apex import ApexDriver
+from reference_agents.agents.apex.driver import SHARD_FILE
+from reference_agents.agents.config import ConfigError
 
 from .checkpoints import (
     WORKER_STATE, checkpoint_dirs, checkpoint_trainer_state, checkpoint_worker_state, load_newest, saved_settings)
@@ -110,14 +112,18 @@ class ApexTrainer(Trainer):
             raise ValueError("ApexTrainer.resume: give the executor the actors run on")
 
         def load(ckpt: str) -> tuple[dict[str, Any], ApexDriver]:
-            saved = read_json(os.path.join(ckpt, APEX_STATE), "an Ape-X checkpoint state")
+            apex_path = os.path.join(ckpt, APEX_STATE)
+            saved = read_json(apex_path, "an Ape-X checkpoint state")
             state, worker_state = checkpoint_trainer_state(ckpt), checkpoint_worker_state(ckpt)
-            shards = os.path.join(ckpt, SHARDS_DIR)
-            for name in sorted(os.listdir(shards)) if os.path.isdir(shards) else []:
-                verify_npz(os.path.join(shards, name))  # whole, before the shards (maybe Ray actors) load them
+            (shards,) = fields(os.path.join(ckpt, WORKER_STATE), worker_state, shards=int)
+            for j in range(shards):  # each whole, before the shards (maybe Ray actors) load them
+                verify_npz(os.path.join(ckpt, SHARDS_DIR, SHARD_FILE.format(j)))
             if not isinstance(saved.get("config"), dict):
-                raise BadFileError(os.path.join(ckpt, APEX_STATE), "is not an Ape-X checkpoint state: no config")
-            driver = ApexDriver(saved["config"], executor, backend=backend, workers=workers)
+                raise BadFileError(apex_path, "is not an Ape-X checkpoint state: it holds no config")
+            try:
+                driver = ApexDriver(saved["config"], executor, backend=backend, workers=workers)
+            except ConfigError as exc:
+                raise BadFileError(apex_path, f"holds a config that does not check: {exc}") from None
             try:
                 try:
                     driver.load_state_dict(worker_state)

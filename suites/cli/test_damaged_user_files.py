@@ -59,8 +59,9 @@ def test_a_damaged_baseline_file_is_named(tmp_path, capsys, content, message):
     assert err.startswith("spacegraph report: ") and message in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("content, message", [(b"", "is empty"), (NOT_TEXT, "is not UTF-8 text"),
-                                              (b'{"sides": ', "is not valid JSON"), (b"[1, 2]", "is not a report result (a JSON object): it holds a JSON list")])
+@pytest.mark.parametrize("content, message", [
+    (b"", "is empty"), (NOT_TEXT, "is not UTF-8 text"), (b'{"sides": ', "is not valid JSON"),
+    (b"[1, 2]", "is not a report result (a JSON object): it holds a JSON list")])
 def test_a_damaged_report_result_is_named_with_its_flag(tmp_path, content, message):
     path = tmp_path / "result.json"
     path.write_bytes(content)

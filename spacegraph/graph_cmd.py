@@ -33,11 +33,13 @@ class _Target:
 def _is_component_file(path: str) -> bool:
     if not path.endswith((".yaml", ".yml", ".json")):
         return False
-    import yaml
+    from harness.specs.loader import SpecError, read_spec_mapping
 
-    with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
-    return isinstance(data, dict) and "component" in data
+    try:
+        data = read_spec_mapping(path)
+    except SpecError:
+        return False  # not a readable spec: the agent config reader names the file and what is wrong
+    return "component" in data
 
 
 def _load(args: argparse.Namespace, resolve_config: Callable[[str], str], quiet_tf: Callable[..., Any]) -> _Target:

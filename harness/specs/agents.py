@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.specs.loader import SpecError, import_object, read_spec_mapping
@@ -89,8 +88,7 @@ class LoadedAgentSpec:
 
     def config(self, overrides: bool = True) -> dict[str, Any]:
         """The agent config as a dict, with the spec's ``overrides`` merged in (one level deep)."""
-        with open(self.config_path) as fh:
-            data = yaml.safe_load(fh)
+        data = read_spec_mapping(self.config_path)  # a SpecError naming the config file when it does not read
         if overrides:
             for key, value in self.spec.overrides.items():
                 if isinstance(value, dict) and isinstance(data.get(key), dict):

@@ -85,3 +85,26 @@ def test_a_damaged_model_file_is_named(tmp_path, damage):
     with pytest.raises(BadFileError) as info:
         agent.import_model(path)
     assert info.value.path == path and str(info.value).startswith(f"DQNAgent.import_model: {path} ")
+
+
+@pytest.mark.parametrize("content, message", [(NOT_TEXT, "not a text file (UTF-8)"), (b"a: [1, 2\n", "not valid YAML")])
+def test_spacegraph_graph_names_a_damaged_file(tmp_path, capsys, content, message):
+    path = tmp_path / "broken.yaml"
+    path.write_bytes(content)
+    with pytest.raises(SystemExit) as exit_:
+        main(["graph", str(path), "--format", "dot"])
+    text = str(exit_.value.code)
+    assert text.startswith(f"spacegraph graph: {path}: 1 problem(s)") and message in text
+
+
+@pytest.mark.parametrize("content, message", [(NOT_TEXT, "not a text file (UTF-8)"), (b"a: [1, 2\n", "not valid YAML")])
+def test_an_agent_specs_damaged_config_is_a_spec_error(tmp_path, content, message):
+    from harness.specs.agents import load_agent_spec
+
+    (tmp_path / "broken.yaml").write_bytes(content)
+    spec = tmp_path / "specs" / "agents" / "a.yaml"
+    spec.parent.mkdir(parents=True)
+    spec.write_text("agent: reference_agents.agents.DQNAgent\nconfig: broken.yaml\napi: {act: 'int64[B](0,1)'}\n")
+    loaded = load_agent_spec(str(spec), root=str(tmp_path))
+    with pytest.raises(SpecError, match=re.escape(f"{tmp_path / 'broken.yaml'}: 1 problem(s)\n  <top>: {message}")):
+        loaded.config()

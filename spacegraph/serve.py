@@ -72,12 +72,13 @@ def ensure_token(serve: ServeOptions, run_dir: str) -> None:
     """Without a token given, the run's own (``run_dir/actor-token``, made now if missing) and a line saying so.
 
     Raises:
-        ValueError: naming the token file when it can be neither read nor made.
+        ValueError: naming the token file when it can be neither read nor made; a non-loopback address.
     """
-    from harness.execution.auth import load_or_create_token
+    from harness.execution.auth import load_or_create_token, require_token
 
     if serve.token is not None:
         return
+    require_token(serve.host, None, f"--serve {serve.host}:{serve.port}")   # made tokens are for loopback only
     path = os.path.join(run_dir, TOKEN_FILE)
     try:
         os.makedirs(run_dir, exist_ok=True)

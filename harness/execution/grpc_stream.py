@@ -90,6 +90,7 @@ class GrpcActorLearnerExecutor(ProcessActorsMixin):
         max_message_bytes: the largest message the learner accepts (default: the largest record of the queues
             plus a header's allowance); gRPC's own limit is twice this, so that a message just over it is
             refused with a logged reason rather than by the transport alone.
+        handshake_s: how long a stream may take to complete its handshake before the learner ends it.
 
     Raises:
         ValueError: a non-loopback host without a token, TLS with spawned actors, or a message limit smaller
@@ -99,7 +100,8 @@ class GrpcActorLearnerExecutor(ProcessActorsMixin):
     def __init__(self, num_actors: int, queues: dict[str, tuple[RecordSpec, int]], weights: RecordSpec,
                  host: str = "127.0.0.1", port: int = 0, restarts: int = 3, env: dict[str, str] | None = None,
                  spawn: bool = True, token: bytes | None = None, bodies: Mapping[str, RemoteBody] | None = None,
-                 credentials: Any = None, max_message_bytes: int | None = None) -> None:
+                 credentials: Any = None, max_message_bytes: int | None = None,
+                 handshake_s: float = HANDSHAKE_SECONDS) -> None:
         require_token(host, token, "GrpcActorLearnerExecutor")
         if credentials is not None and spawn:
             raise ValueError("GrpcActorLearnerExecutor: TLS credentials are for actors started elsewhere "
@@ -109,6 +111,7 @@ class GrpcActorLearnerExecutor(ProcessActorsMixin):
         self.spawn = bool(spawn)
         self.token = token if token is not None else secrets.token_hex(32).encode()
         self.bodies = dict(bodies or {})
+        self.handshake_s = float(handshake_s)
         self._body: tuple[str, list] | None = None
         self._body_set = threading.Event()
         self._connected: dict[int, int] = {}    # actor index -> incarnation, while its stream is open
@@ -222,10 +225,10 @@ class GrpcActorLearnerExecutor(ProcessActorsMixin):
         def end_if_not_joined() -> None:
             if peer.stage != "joined":
                 _log.warning("gRPC learner %s: %s did not complete the handshake within %g s; its stream ends",
-                             self.address, peer, HANDSHAKE_SECONDS)
+                             self.address, peer, self.handshake_s)
                 context.cancel()
 
-        overdue = threading.Timer(HANDSHAKE_SECONDS, end_if_not_joined)
+        overdue = threading.Timer(self.handshake_s, end_if_not_joined)
         overdue.daemon = True
         overdue.start()
         try:

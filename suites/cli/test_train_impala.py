@@ -52,15 +52,46 @@ def test_train_and_resume_an_impala_config_in_one_process(tmp_path, capsys):
     (["--executor", "tf-dist", "--serve", "127.0.0.1:5000"], "--serve is for --executor seed over gRPC"),
     (["--executor", "seed", "--serve", "localhost"], "--serve: expected HOST:PORT with a port in 1-65535"),
     (["--executor", "seed", "--serve", "127.0.0.1:70000"], "got '127.0.0.1:70000'"),
+    (["--executor", "seed", "--serve", "0.0.0.0:5000"], "--serve 0.0.0.0:5000: 0.0.0.0 is not a loopback address, "
+                                                        "so anyone who can reach it could join the run; give a secret"),
+    (["--executor", "seed", "--serve", "[::]:5000"], "[::] is not a loopback address"),
+    (["--executor", "seed", "--token-file", "t"], "--token-file, --tls-cert and --tls-key are for --serve"),
+    (["--executor", "seed", "--serve", "127.0.0.1:5000", "--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
+    (["--executor", "seed", "--serve", "10.0.0.1:5000", "--token-file", "missing"],
+     "--token-file missing: cannot read the token: No such file or directory"),
 ])
 def test_flags_that_do_not_fit_impala_are_refused(tmp_path, capsys, flags, message):
-    assert main(["train", write_config(str(tmp_path)), "--out", str(tmp_path / "r"), *flags]) == 2
+    bounded = ["--steps", "400", "--max-seconds", "5"]   # a flag wrongly let through ends soon, not never
+    assert main(["train", write_config(str(tmp_path)), "--out", str(tmp_path / "r"), *bounded, *flags]) == 2
     assert message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()   # refused before any work
+
+
+def test_serve_checks_its_token_and_certificate_files_before_any_work(tmp_path, monkeypatch):
+    from argparse import Namespace
+
+    from spacegraph.serve import serve_options
+
+    short, cert = tmp_path / "short", tmp_path / "cert.pem"
+    short.write_text("tiny\n")
+    cert.write_text("not a certificate\n")
+
+    def options(**flags):
+        return serve_options(Namespace(**{"serve": "0.0.0.0:5000", "token_file": None, "tls_cert": None,
+                                          "tls_key": None, **flags}))
+
+    with pytest.raises(ValueError, match=f"--token-file {short}: the token must have at least 16 characters; it has 4"):
+        options(token_file=str(short))
+    monkeypatch.setenv("SPACEGRAPH_TOKEN", "s" * 20)
+    with pytest.raises(ValueError, match=f"--tls-key {cert}: expected a PEM file"):
+        options(tls_cert=str(cert), tls_key=str(cert))
+    assert options().token == b"s" * 20 and options(serve="127.0.0.1:5000").host == "127.0.0.1"
 
 
 @pytest.mark.parametrize("args", [["dqn_cartpole", "--executor", "tf-dist"],
                                   ["apex_cartpole", "--executor", "local", "--publish-every", "5"],
-                                  ["dqn_cartpole", "--serve", "127.0.0.1:5000"]])
+                                  ["dqn_cartpole", "--serve", "127.0.0.1:5000"],
+                                  ["dqn_cartpole", "--token-file", "t"]])
 def test_impala_flags_on_a_dqn_or_apex_config_are_refused(tmp_path, capsys, args):
     assert main(["train", *args, "--out", str(tmp_path / "r")]) == 2
     assert "are for IMPALA configs" in capsys.readouterr().err

@@ -173,8 +173,22 @@ def test_hostile_peers_are_refused_and_an_authenticated_actor_goes_on(learner, t
     assert any("(actor 1): put to queue 'requests': 'obs' must be float32[2, 3]" in m for m in logged)
 
 
-def _impostor(transport, index, incarnation):
-    raise AssertionError("an impostor's body must never run")
+def test_a_peer_that_stalls_in_the_handshake_is_cut_off(caplog):
+    caplog.set_level(logging.WARNING, logger="harness.execution.grpc_stream")
+    executor = GrpcActorLearnerExecutor(1, {"requests": (SPEC, 4), "actions-0": (SPEC, 2)}, {}, spawn=False,
+                                        token=TOKEN, bodies=BODIES, handshake_s=0.5)
+    executor.start_actors(_wait)
+    try:
+        raw = Raw(executor.address)
+        assert raw.hello(0, auth.new_nonce()).kind == "challenge"
+        threading.Event().wait(1.0)                       # no proof comes
+        answer = raw.send(encode("proof", {"proof": "00" * 32}))
+        assert isinstance(answer, grpc.RpcError) and answer.code() == grpc.StatusCode.CANCELLED
+        raw.close()
+        assert executor.connected() == {}
+        assert any("did not complete the handshake within 0.5 s" in r.getMessage() for r in caplog.records)
+    finally:
+        executor.shutdown(timeout=5)
 
 
 def test_an_actor_refuses_an_impostor_learner_and_runs_nothing(tmp_path, capsys):

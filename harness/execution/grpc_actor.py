@@ -265,7 +265,8 @@ def run_remote_actor(address: str, index: int, token: bytes, bodies: Mapping[str
             link = _Link(address, ready_timeout=reconnect_s, credentials=credentials,
                          max_message_bytes=max_message_bytes)
         except grpc.FutureTimeoutError:
-            tls = " (with --tls-ca: does the learner serve TLS?)" if credentials is not None else ""
+            tls = " (does the learner serve TLS, as --tls-ca says?)" if credentials is not None else \
+                " (a learner serving TLS needs --tls-ca)"
             out.write(f"actor {index}: no learner at {address} within {reconnect_s:g} s{tls}; leaving\n")
             return 1
         try:

@@ -35,6 +35,10 @@ DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16"
 HEADER_LIMIT = 64 * 1024
 _PREFIX = struct.Struct(">4sI")
 _MAX_NDIM = 32
+_NATIVE = {name: np.dtype(name) for name in DTYPES}
+_LITTLE = {name: dtype.newbyteorder("<") for name, dtype in _NATIVE.items()}
+_NAMES = {dtype: name for name, dtypes in ((n, (_NATIVE[n], _LITTLE[n], _NATIVE[n].newbyteorder(">"))) for n in DTYPES)
+          for dtype in dtypes}   # every byte order of every allowed dtype -> its name (dtype.name is slow)
 
 
 class WireError(ValueError):
@@ -66,11 +70,12 @@ def encode(kind: str, fields: Mapping[str, Any] | None = None,
     described, buffers = [], []
     for name, value in (arrays or {}).items():
         arr = np.asarray(value)
-        if arr.dtype.name not in DTYPES:
+        dtype = _NAMES.get(arr.dtype)
+        if dtype is None:
             raise WireError(f"{kind}: array {name!r} has dtype {arr.dtype}, which the wire does not carry "
                             f"(expected one of {sorted(DTYPES)})")
-        data = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()
-        described.append([str(name), arr.dtype.name, list(arr.shape), len(data)])
+        data = np.ascontiguousarray(arr, dtype=_LITTLE[dtype]).tobytes()
+        described.append([str(name), dtype, list(arr.shape), len(data)])
         buffers.append(data)
     try:
         header = json.dumps({"kind": kind, "fields": dict(fields or {}), "arrays": described}, allow_nan=False,
@@ -136,17 +141,17 @@ def _array(kind: str, item: Any, data: bytes, start: int) -> tuple[str, np.ndarr
     if shape is None:
         raise WireError(f"{kind}: array {name!r} has shape {_shown(item[2])}; expected a list of at most "
                         f"{_MAX_NDIM} non-negative ints")
-    itemsize = np.dtype(dtype).itemsize
+    itemsize = _NATIVE[dtype].itemsize
     if nbytes != math.prod(shape) * itemsize:
         raise WireError(f"{kind}: array {name!r} ({dtype}{list(shape)}) says {nbytes} bytes; its shape and "
                         f"dtype make {math.prod(shape) * itemsize}")
     end = start + nbytes
     if end > len(data):
         raise WireError(f"{kind}: array {name!r} needs {nbytes} bytes; the message has {len(data) - start} left")
-    arr = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<"), count=math.prod(shape), offset=start)
+    arr = np.frombuffer(data, dtype=_LITTLE[dtype], count=math.prod(shape), offset=start)
     if dtype == "bool" and arr.view(np.uint8).max(initial=0) > 1:
         raise WireError(f"{kind}: bool array {name!r} holds bytes other than 0 and 1")
-    return name, arr.astype(dtype).reshape(shape), end   # a native-order, writable copy
+    return name, arr.astype(_NATIVE[dtype]).reshape(shape), end   # a native-order, writable copy
 
 
 def decode(data: bytes, limit: int) -> Message:
@@ -206,7 +211,7 @@ def check_arrays(message: Message, spec: RecordSpec, what: str, leading: tuple[i
                         f"unexpected {_shown(extra)}")
     for name, (dtype, shape) in spec.items():
         arr, want = got[name], (*leading, *shape)
-        if arr.dtype.name != np.dtype(dtype).name or arr.shape != want:
+        if arr.dtype != dtype or arr.shape != want:
             raise WireError(f"{message.kind} {what}: {name!r} must be {np.dtype(dtype).name}{list(want)}; got "
                             f"{arr.dtype.name}{list(arr.shape)}")
     return dict(got)

@@ -63,7 +63,9 @@ class _Peer:
     registered: bool = False         # counted in connected()
 
     def __str__(self) -> str:
-        return self.address if self.index is None else f"{self.address} (actor {self.index})"
+        if self.index is None:
+            return self.address
+        return f"{self.address} ({'actor' if self.stage == 'joined' else 'unproven, says actor'} {self.index})"
 
 
 class GrpcActorLearnerExecutor(ProcessActorsMixin):
@@ -222,6 +224,7 @@ class GrpcActorLearnerExecutor(ProcessActorsMixin):
 
     def _serve(self, requests: Iterator[bytes], context: Any) -> Iterator[bytes]:
         peer = _Peer(context.peer())
+
         def end_if_not_joined() -> None:
             if peer.stage != "joined":
                 _log.warning("gRPC learner %s: %s did not complete the handshake within %g s; its stream ends",

@@ -169,7 +169,7 @@ def test_hostile_peers_are_refused_and_an_authenticated_actor_goes_on(learner, t
     close()
     logged = [r.getMessage() for r in caplog.records]
     assert any("refused a message from ipv4:127.0.0.1:" in m and "not a spacegraph wire message" in m for m in logged)
-    assert any("(actor 1): authentication failed" in m for m in logged)
+    assert any("(unproven, says actor 1): authentication failed" in m for m in logged)
     assert any("(actor 1): put to queue 'requests': 'obs' must be float32[2, 3]" in m for m in logged)
 
 

@@ -254,7 +254,9 @@ class ActorLearnerWorker:
     def run(self, num_steps: int | None = None, num_episodes: int | None = None,
             callback: Callable[[WorkerStats], Any] | None = None, callback_every: int = 1000) -> WorkerStats:
         """Learns until ``num_steps`` more env steps (of rollouts learned from) or ``num_episodes`` more
-        episodes; reports and restarts crashed actors on the way."""
+        episodes; reports and restarts crashed actors on the way. ``callback(stats)`` is called every
+        ``callback_every`` env steps and after every second without rollouts (no actor has joined yet, or
+        none is left), so that a time limit or Ctrl-C can stop a learner that waits; returning False stops."""
         if num_steps is None and num_episodes is None:
             raise ValueError("ActorLearnerWorker.run: give num_steps or num_episodes")
         if self._stager is None:
@@ -263,6 +265,12 @@ class ActorLearnerWorker:
         start, first_step, first_ep = time.perf_counter(), self.total_steps, len(self.episodes)
         next_callback = self.total_steps + callback_every
         per_rollout = self.agent.config.rollout.length * self.num_envs
+
+        def stop_asked() -> bool:
+            self._fill(stats, start, first_step)
+            stats.stopped_by_callback = callback is not None and callback(stats) is False
+            return stats.stopped_by_callback
+
         while ((num_steps is None or self.total_steps - first_step < num_steps)
                and (num_episodes is None or len(self.episodes) - first_ep < num_episodes)):
             for report in self.executor.poll():
@@ -271,7 +279,9 @@ class ActorLearnerWorker:
             if self._error is not None:
                 raise RuntimeError(f"ActorLearnerWorker: the staging thread failed: {self._error!r}") from self._error
             batch = self._next_batch()
-            if batch is None:
+            if batch is None:   # a second without rollouts
+                if stop_asked():
+                    break
                 continue
             self._check_order(batch)
             metrics = self._update(batch)
@@ -290,9 +300,7 @@ class ActorLearnerWorker:
             stats.episodes.extend(self._drain_episodes())
             if callback is not None and self.total_steps >= next_callback:
                 next_callback = self.total_steps + callback_every
-                self._fill(stats, start, first_step)
-                if callback(stats) is False:
-                    stats.stopped_by_callback = True
+                if stop_asked():
                     break
         self._write_fault_messages()
         self._fill(stats, start, first_step)

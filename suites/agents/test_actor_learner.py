@@ -4,6 +4,7 @@ rollouts, counts each once, and fails on a rollout that was lost or came out of 
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -68,6 +69,25 @@ def test_a_lost_rollout_stops_the_learner():
         with pytest.raises(RuntimeError, match="rollout 3 of actor 0 .* where 2 was due: lost or reordered"):
             worker.run(num_steps=10_000)
         assert worker.received == {0: 2}  # the batch of tags 0 and 1 was learned from
+    finally:
+        worker.close()
+
+
+def test_a_learner_without_actors_still_asks_its_callback_and_a_trainer_time_limit_stops_it(tmp_path):
+    agent = IMPALAAgent(config(), backend="torch", seed=1)
+    worker = ActorLearnerWorker(agent, lambda r, e, w: NoActors(1, {"rollouts": (r, 8), "episodes": (e, 10)}, w))
+    calls, result = [], []
+    try:
+        run = threading.Thread(target=lambda: result.append(worker.run(
+            num_steps=10_000, callback=lambda s: calls.append(s.steps) or len(calls) < 2)), daemon=True)
+        run.start()
+        run.join(60)  # (a bound, not a timing check: without the idle callback the loop never returns)
+        assert result, "ActorLearnerWorker.run without rollouts never asked its callback"
+        assert calls == [0, 0] and result[0].stopped_by_callback and worker.total_steps == 0
+        from reference_agents.training import Trainer
+
+        trainer = Trainer(agent, str(tmp_path / "run"), worker=worker, max_seconds=1.0, eval_episodes=1)
+        assert trainer.train(10_000).stop_reason == "max_seconds"
     finally:
         worker.close()
 

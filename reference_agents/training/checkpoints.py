@@ -72,15 +72,6 @@ def read_trainer_state(directory: str | os.PathLike) -> dict[str, Any]:
     return _newest_readable(directory, checkpoint_trainer_state, TRAINER_STATE)
 
 
-def read_worker_state(directory: str | os.PathLike) -> dict[str, Any]:
-    """The worker state saved in a run directory's newest readable checkpoint (its counters).
-
-    Raises:
-        BadFileError: (a ValueError) naming the files when no checkpoint holds a readable worker state.
-    """
-    return _newest_readable(directory, checkpoint_worker_state, WORKER_STATE)
-
-
 #: The types of a trainer state's keys (each may also be null).
 _TRAINER_STATE_TYPES = {"total_steps_target": int, "wall_seconds": float, "train_seconds": float,
                         "solved_at_step": int, "backend": str, "eval_every": int, "eval_episodes": int,

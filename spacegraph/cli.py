@@ -9,6 +9,9 @@ import re
 import sys
 from typing import Sequence
 
+from spacegraph.arguments import finite_float, positive_float, positive_int
+from spacegraph.serve import add_actor_parser
+
 #: TF_CPP_MIN_LOG_LEVEL as the user set it (restored under --verbose); TensorFlow's C++ logs are off otherwise.
 _USER_TF_LOG_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -129,46 +132,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 DEFAULT_TRAIN_STEPS = 100_000
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive int; got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive int; got {text!r}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an int >= 0; got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an int >= 0; got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number; got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number; got {text!r}")
-    return value
-
-
-def _finite_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"expected a finite number; got {text!r}")
-    return value
-
-
 #: Where a bare config name is looked for, in order (relative to the current folder), before the installed package.
 CONFIG_SEARCH = (".", "configs", os.path.join("reference_agents", "configs"))
 
@@ -272,27 +235,6 @@ def _train_summary(trainer, source: str) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
-
-
-def cmd_actor(args: argparse.Namespace) -> int:
-    """`spacegraph actor`: a remote actor of a central-inference learner (`run_remote_actor`)."""
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from harness.execution.auth import TOKEN_ENV, channel_credentials, token_from
-    from harness.execution.grpc_stream import run_remote_actor
-    from reference_agents.training.central_inference import REMOTE_BODIES
-
-    try:
-        token = token_from(args.token_file)
-        credentials = channel_credentials(args.tls_ca) if args.tls_ca is not None else None
-    except ValueError as exc:
-        print(f"spacegraph actor: {exc}", file=sys.stderr)
-        return 2
-    if token is None:
-        print(f"spacegraph actor: give the learner's token with --token-file FILE or the environment variable "
-              f"{TOKEN_ENV} (the learner prints where it keeps its token)", file=sys.stderr)
-        return 2
-    return run_remote_actor(args.address, args.index, token, REMOTE_BODIES, args.reconnect_seconds,
-                            credentials=credentials)
 
 
 def out_dir_problem(args: argparse.Namespace) -> str | None:
@@ -471,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="backend(s) to use (repeatable; default both)")
     demo.add_argument("--train-steps", type=int, default=4000,
                       help="env steps of the short DQN CartPole run per backend (0: skip it; default 4000)")
-    demo.add_argument("--train-seconds", type=_positive_float, default=15.0,
+    demo.add_argument("--train-seconds", type=positive_float, default=15.0,
                       help="the most seconds of that run per backend (default 15)")
     demo.add_argument("--verbose", dest="verbose_logs", action="store_true", default=argparse.SUPPRESS,
                       help=verbose_help)
@@ -485,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("config", nargs="?", help="a config file, or a name in reference_agents/configs "
                                                  "(dqn_cartpole); optional with --resume")
     train.add_argument("--backend", choices=["tf", "torch"], help="overrides the config's backend")
-    train.add_argument("--steps", type=_positive_int, help=f"total env steps (default {DEFAULT_TRAIN_STEPS:,}; "
+    train.add_argument("--steps", type=positive_int, help=f"total env steps (default {DEFAULT_TRAIN_STEPS:,}; "
                                                             f"with --resume the saved total)")
     train.add_argument("--seed", type=int, help="overrides the config's seed")
     train.add_argument("--out", help="run directory (default runs/<config>-<backend>-<timestamp>); checked "
@@ -493,21 +435,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its checkpoint (from "
                                                        "DIR/checkpoint.old, with a warning, when the newest "
                                                        "checkpoint is damaged)")
-    train.add_argument("--eval-every", type=_positive_int, help="env steps between evaluations "
+    train.add_argument("--eval-every", type=positive_int, help="env steps between evaluations "
                                                                 "(default: the config's evaluation.every)")
-    train.add_argument("--eval-episodes", type=_positive_int, help="greedy episodes of the full evaluation, whose "
+    train.add_argument("--eval-episodes", type=positive_int, help="greedy episodes of the full evaluation, whose "
                                                                    "mean decides solved (evaluation.episodes)")
-    train.add_argument("--screen-episodes", type=_positive_int, help="greedy episodes of the screen played first; "
+    train.add_argument("--screen-episodes", type=positive_int, help="greedy episodes of the screen played first; "
                                                                      "the full evaluation follows when its mean "
                                                                      "reaches the target (evaluation.screen_episodes)")
-    train.add_argument("--eval-envs", type=_positive_int, help="environments each evaluation runs in lockstep, "
+    train.add_argument("--eval-envs", type=positive_int, help="environments each evaluation runs in lockstep, "
                                                                "each a fixed quota of episodes (evaluation.envs)")
-    train.add_argument("--target-return", type=_finite_float,
+    train.add_argument("--target-return", type=finite_float,
                        help="solved (and stop) when the full evaluation's mean return reaches this "
                             "(evaluation.target_return; never from the screen alone)")
-    train.add_argument("--checkpoint-every", type=_positive_int, help="also checkpoint every N env steps")
-    train.add_argument("--max-seconds", type=_positive_float, help="stop after this many seconds of training")
-    train.add_argument("--threads", type=_positive_int, default=1, help="framework threads (default 1)")
+    train.add_argument("--checkpoint-every", type=positive_int, help="also checkpoint every N env steps")
+    train.add_argument("--max-seconds", type=positive_float, help="stop after this many seconds of training")
+    train.add_argument("--threads", type=positive_int, default=1, help="framework threads (default 1)")
     train.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
     train.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is not "
                                                                "a terminal")
@@ -517,17 +459,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "('agent: impala'): one process (local, the default), actor processes with TF servers "
                             "(tf-dist, --actors) or Ray actors (ray, --workers); seed: central batched inference, actors only "
                             "step environments (--actors; Ray with --address)")
-    train.add_argument("--workers", type=_positive_int, help="Ape-X acting workers (default: the config's "
+    train.add_argument("--workers", type=positive_int, help="Ape-X acting workers (default: the config's "
                                                              "apex.workers); IMPALA on Ray: actors (default 2)")
-    train.add_argument("--actors", type=_positive_int, help="IMPALA on --executor tf-dist: actor processes "
+    train.add_argument("--actors", type=positive_int, help="IMPALA on --executor tf-dist: actor processes "
                                                             "(default 2)")
     train.add_argument("--cluster-spec", help="IMPALA on --executor tf-dist: a JSON cluster spec {learner: "
                                               "[host:port], actor: [...]} instead of 127.0.0.1 and free ports. "
                                               "TensorFlow's servers listen on every interface and authenticate "
                                               "nothing: run the tasks on a private network only")
-    train.add_argument("--publish-every", type=_positive_int, help="IMPALA distributed: publish the learner's "
+    train.add_argument("--publish-every", type=positive_int, help="IMPALA distributed: publish the learner's "
                                                                    "weights every N updates (default 1)")
-    train.add_argument("--shards", type=_positive_int, help="Ape-X prioritized replay shards (apex.shards)")
+    train.add_argument("--shards", type=positive_int, help="Ape-X prioritized replay shards (apex.shards)")
     train.add_argument("--address", help="join the Ray cluster at ADDR (host:port or auto) instead of starting "
                                          "one on 127.0.0.1 (which runs with token authentication and a token of "
                                          "its own); a cluster with token authentication takes its token as Ray "
@@ -549,25 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help=verbose_help)
     train.set_defaults(fn=cmd_train)
 
-    actor = sub.add_parser("actor", help="an actor of a central-inference learner started with --serve",
-                           description="Joins the learner serving at --address (spacegraph train ... --executor seed "
-                                       "--serve HOST:PORT) as actor --index, steps the environments it names and "
-                                       "sends every step to it. When the learner goes away the actor reconnects "
-                                       "for up to --reconnect-seconds (a learner resumed on that address takes it "
-                                       "back); it leaves when the learner ends its run. Both sides prove they hold "
-                                       "the same token before anything runs; the learner sends data only (the "
-                                       "environment to step, checked here), never code. Exit status: 0 run ended, "
-                                       "1 no learner, 2 refused by the learner (or bad flags), 3 the learner did not "
-                                       "prove the token or asked for something this actor does not run.")
-    actor.add_argument("--address", required=True, metavar="HOST:PORT", help="the learner's --serve address")
-    actor.add_argument("--index", required=True, type=_non_negative_int, help="this actor's index, 0 to N-1")
-    actor.add_argument("--reconnect-seconds", type=_positive_float, default=120.0,
-                       help="how long to wait for a learner (at start and after losing it; default 120)")
-    actor.add_argument("--token-file", metavar="FILE", help="the learner's token (else $SPACEGRAPH_TOKEN; the "
-                                                            "learner prints where its token is)")
-    actor.add_argument("--tls-ca", metavar="PEM", help="connect with TLS, trusting this certificate (the learner's "
-                                                       "--tls-cert, or its authority)")
-    actor.set_defaults(fn=cmd_actor)
+    add_actor_parser(sub)
 
     build = sub.add_parser("build", help="build a component and print its API table (and phase times)")
     build.add_argument("target", help="a class path (package.module.Class) or a YAML file with class/config/input_spaces")

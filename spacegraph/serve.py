@@ -1,5 +1,5 @@
 """``spacegraph train ... --executor seed --serve HOST:PORT``: where the learner serves actors started elsewhere,
-the token they must prove they hold, and the optional TLS of the stream.
+the token they must prove they hold, and the optional TLS of the stream; and ``spacegraph actor``, such an actor.
 
 The token comes from ``--token-file FILE`` or the environment variable ``SPACEGRAPH_TOKEN``. Serving on a
 loopback address without either, the learner uses the run's own token file, ``RUN/actor-token`` (made on
@@ -14,6 +14,8 @@ import os
 import sys
 from dataclasses import dataclass
 from typing import Any
+
+from spacegraph.arguments import non_negative_int, positive_float
 
 #: The run's token file, used when the learner serves on loopback and is given no token.
 TOKEN_FILE = "actor-token"
@@ -103,3 +105,47 @@ def actor_command(serve: ServeOptions, address: str, actors: int) -> str:
         line += ("\nspacegraph train: the stream is not encrypted: the token keeps strangers out, but anyone on the "
                  "network path can read and alter observations and actions; give --tls-cert/--tls-key")
     return line
+
+
+def cmd_actor(args: argparse.Namespace) -> int:
+    """`spacegraph actor`: a remote actor of a central-inference learner (`run_remote_actor`)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from harness.execution.auth import TOKEN_ENV, channel_credentials, token_from
+    from harness.execution.grpc_stream import run_remote_actor
+    from reference_agents.training.central_inference import REMOTE_BODIES
+
+    try:
+        token = token_from(args.token_file)
+        credentials = channel_credentials(args.tls_ca) if args.tls_ca is not None else None
+    except ValueError as exc:
+        print(f"spacegraph actor: {exc}", file=sys.stderr)
+        return 2
+    if token is None:
+        print(f"spacegraph actor: give the learner's token with --token-file FILE or the environment variable "
+              f"{TOKEN_ENV} (the learner prints where it keeps its token)", file=sys.stderr)
+        return 2
+    return run_remote_actor(args.address, args.index, token, REMOTE_BODIES, args.reconnect_seconds,
+                            credentials=credentials)
+
+
+def add_actor_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """The ``spacegraph actor`` command (`cmd_actor`) on the `spacegraph` parser's subparsers."""
+    actor = subparsers.add_parser(
+        "actor", help="an actor of a central-inference learner started with --serve",
+        description="Joins the learner serving at --address (spacegraph train ... --executor seed --serve HOST:PORT) "
+                    "as actor --index, steps the environments it names and sends every step to it. When the learner "
+                    "goes away the actor reconnects for up to --reconnect-seconds (a learner resumed on that address "
+                    "takes it back); it leaves when the learner ends its run. Both sides prove they hold the same "
+                    "token before anything runs; the learner sends data only (the environment to step, checked "
+                    "here), never code. Exit status: 0 run ended, 1 no learner, 2 refused by the learner (or bad "
+                    "flags), 3 the learner did not prove the token or asked for something this actor does not run.")
+    actor.add_argument("--address", required=True, metavar="HOST:PORT", help="the learner's --serve address")
+    actor.add_argument("--index", required=True, type=non_negative_int, help="this actor's index, 0 to N-1")
+    actor.add_argument("--reconnect-seconds", type=positive_float, default=120.0,
+                       help="how long to wait for a learner (at start and after losing it; default 120)")
+    actor.add_argument("--token-file", metavar="FILE", help="the learner's token (else $SPACEGRAPH_TOKEN; the "
+                                                            "learner prints where its token is)")
+    actor.add_argument("--tls-ca", metavar="PEM", help="connect with TLS, trusting this certificate (the learner's "
+                                                       "--tls-cert, or its authority)")
+    actor.set_defaults(fn=cmd_actor)
+    return actor

@@ -288,8 +288,11 @@ class Trainer:
         return False if self._stop_reason else None
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
-        if self._phase == "step" and not self._interrupt_requested:
-            self._interrupt_requested = True
+        first, self._interrupt_requested = not self._interrupt_requested, True
+        # The flag outlives the exception raised below: Python prints and drops an exception raised inside a
+        # weakref callback or a __del__ (a garbage collection can run one at any moment), so the next step
+        # boundary and the loop raise it again rather than train on.
+        if self._phase == "step" and first:
             self.stream.write("\nCtrl-C: stopping after this step and saving a checkpoint "
                               "(Ctrl-C again to abort without one)\n")
             self.stream.flush()
@@ -365,6 +368,8 @@ class Trainer:
             previous = signal.signal(signal.SIGINT, self._on_sigint)
         try:
             while w.total_steps < self.total_steps_target and self._stop_reason is None:
+                if self._interrupt_requested:  # a Ctrl-C whose KeyboardInterrupt was dropped
+                    raise KeyboardInterrupt
                 boundary = (w.total_steps // self.eval_every + 1) * self.eval_every
                 chunk = min(boundary, self.total_steps_target) - w.total_steps
                 self._chunk_start = time.perf_counter()
@@ -391,6 +396,8 @@ class Trainer:
                 if self._bar is not None:
                     self._bar.update(w.total_steps, self._fields(), force=True)
             self._phase = "io"
+            if self._interrupt_requested:
+                raise KeyboardInterrupt
             self._tick()
             if self.out_dir is not None:
                 self.save_checkpoint()

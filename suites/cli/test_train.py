@@ -186,6 +186,29 @@ def test_sigint_mid_step_waits_for_the_step_to_finish(tmp_path):
     assert counts["agent_steps"] == counts["worker_steps"] == 251 and counts["replay"] == 251
 
 
+def test_a_ctrl_c_whose_exception_python_dropped_still_stops_with_a_checkpoint(tmp_path):
+    # Python prints and drops an exception raised inside a weakref callback or a __del__; a SIGINT that lands in
+    # one while the trainer is between steps (evaluating, writing, plotting) loses its KeyboardInterrupt.
+    run = tmp_path / "run"
+    agent = build_agent(write_config(tmp_path))
+    dropped = []
+
+    def ctrl_c_lost_in_a_weakref_callback(trainer, stats):  # the callback runs between steps
+        if trainer.worker.total_steps == 300 and not dropped:
+            try:
+                trainer._on_sigint(signal.SIGINT, None)
+            except KeyboardInterrupt:
+                dropped.append(trainer.worker.total_steps)
+
+    trainer = Trainer(agent, run, callback=ctrl_c_lost_in_a_weakref_callback)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train(700)
+    assert dropped == [300]
+    assert trainer.result.stop_reason == "interrupted" and trainer.result.checkpoint == str(run / "checkpoint")
+    counts = checkpoint_counts(run)
+    assert counts["agent_steps"] == counts["worker_steps"] == counts["replay"] == 301  # the next step boundary (num_envs 1)
+
+
 def test_second_sigint_aborts_without_a_checkpoint(tmp_path):
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers need the main thread")

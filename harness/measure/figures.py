@@ -140,7 +140,11 @@ class Baseline:
 
 @dataclasses.dataclass
 class Figure:
-    """What one scenario produced (see the module docstring); ``meta`` holds command, revision and machine."""
+    """What one scenario produced (see the module docstring).
+
+    ``meta`` holds command, revision and machine; ``raw`` the measured result the scenario rendered (from which
+    ``spacegraph report --from-json`` renders it again); ``headline`` its one-line result for the front page.
+    """
 
     name: str
     title: str
@@ -154,10 +158,27 @@ class Figure:
     peer_missing: str | None = None
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
     raw: dict[str, Any] = dataclasses.field(default_factory=dict)
+    headline: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The figure as plain data (JSON-ready where the cells are)."""
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Figure:
+        """The figure `to_dict` wrote (unknown keys are ignored, so older JSON still reads).
+
+        Raises:
+            ValueError: when ``data`` is not a mapping or lacks ``name``, ``title`` or ``figure_ref``.
+        """
+        if not isinstance(data, dict) or any(k not in data for k in ("name", "title", "figure_ref")):
+            raise ValueError(f"a figure needs 'name', 'title' and 'figure_ref'; got {str(data)[:80]!r}")
+        parts = {"panels": Panel, "series": Series, "tables": Table, "ratios": Ratio, "baselines": Baseline}
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in fields}
+        for key, kind in parts.items():
+            kwargs[key] = [kind(**item) for item in data.get(key) or []]
+        return cls(**kwargs)
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -206,7 +227,7 @@ def figure_markdown(fig: Figure, png: str | None, heading: str = "##") -> str:
     meta = fig.meta
     if meta.get("command"):
         lines += ["Reproduce (from a fresh clone):", "", "```bash", meta["command"], "```", ""]
-    for key in ("revision", "machine", "load", "versions", "duration"):
+    for key in ("revision", "machine", "load", "versions", "duration", "rendered from"):
         if meta.get(key):
             lines.append(f"- {key}: {meta[key]}")
     if meta.get("load_warning"):
@@ -214,6 +235,8 @@ def figure_markdown(fig: Figure, png: str | None, heading: str = "##") -> str:
     if fig.peer_missing:
         lines.append(f"- **peer missing**: {fig.peer_missing}")
     lines.append("")
+    if fig.headline:
+        lines += [f"**Result**: {fig.headline}", ""]
     if png:
         lines += [f"![{fig.title}]({png})", ""]
     if fig.ratios:

@@ -62,7 +62,10 @@ def figure_section(fig: Figure, png: bytes | None) -> str:
     parts = [f'<section id="{esc(fig.name)}"><h2>{esc(fig.title)} ({esc(fig.figure_ref)})</h2>']
     if meta.get("command"):
         parts.append(f"<p>Reproduce (from a fresh clone):</p><pre><code>{esc(meta['command'])}</code></pre>")
-    parts.append(meta_list([(k, meta.get(k)) for k in ("revision", "machine", "load", "versions", "duration")]))
+    parts.append(meta_list([(k, meta.get(k)) for k in ("revision", "machine", "load", "versions", "duration",
+                                                       "rendered from")]))
+    if fig.headline:
+        parts.append(f"<p><b>Result</b>: {esc(fig.headline)}</p>")
     if meta.get("load_warning"):
         parts.append(f'<p class="warn"><b>load warning</b>: {esc(meta["load_warning"])}</p>')
     if fig.peer_missing:

@@ -1,14 +1,17 @@
 """The scenario registry: what `spacegraph report` can measure, by name.
 
 A `Scenario` has a name (``--only NAME``), a title, the figure of the RLgraph paper (or other
-source) it corresponds to, and ``run(ctx) -> list[Figure]``. The runner gives it a `Context`:
-quick or full budgets, how many seeds, a progress bar, and whether the peers (RLlib) should run.
+source) it corresponds to, ``run(ctx) -> list[Figure]`` and ``render(result) -> list[Figure]``,
+which draws the figures from a measured result without measuring (each figure keeps that result in
+``Figure.raw``, so ``spacegraph report --from-json`` draws a committed run again). The runner gives
+``run`` a `Context`: quick or full budgets, how many seeds, a progress bar, and whether the peers
+(RLlib) should run.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Any, Callable
 
 from harness.measure.figures import Figure
 from harness.measure.progress import Progress
@@ -40,6 +43,7 @@ class Scenario:
     figure_ref: str
     run: Callable[[Context], list[Figure]]
     steps: Callable[[Context], int] = lambda ctx: 1
+    render: Callable[[dict[str, Any]], list[Figure]] | None = None
 
 
 SCENARIOS: dict[str, Scenario] = {}

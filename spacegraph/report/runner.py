@@ -71,9 +71,9 @@ def short_revision(revision: str) -> str:
 
 
 def default_out_dir(revision: str | None = None) -> Path:
-    """``reports/<UTC date>-<short revision>/``, relative to the current directory."""
+    """``reports/history/<UTC date>-<short revision>/``, relative to the current directory."""
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    return Path("reports") / f"{date}-{short_revision(revision or git_revision())}"
+    return Path("reports") / "history" / f"{date}-{short_revision(revision or git_revision())}"
 
 
 def command(quick: bool, seeds: int, only: Sequence[str] | None, peers: bool) -> str:
@@ -156,7 +156,7 @@ def run(scenarios: Sequence[Scenario], quick: bool = False, seeds: int = 2, peer
                 fig.peer_missing = peers_note
             fig.baselines = list(published.get(fig.name, [])) + fig.baselines
             fig.meta.update({
-                "command": command(quick, seeds, [scenario.name], peers),
+                "scenario": scenario.name, "command": command(quick, seeds, [scenario.name], peers),
                 "revision": revision, "machine": machine_line, "versions": libs_line,
                 "load": (f"1/5/15-min load average before {_fmt_load(before)}, after {_fmt_load(after)}, highest "
                          f"1-min seen {progress.max_load:.2f} ({machine['cores']} cores)"),

@@ -25,15 +25,19 @@ def headline_rows(report: Report) -> list[list[str]]:
 def summary_items(report: Report) -> list[tuple[str, str]]:
     """The run's facts as ``(key, value)`` lines."""
     m = report.machine
-    gpu = "; ".join(m["gpus"]) if m.get("gpus") else "none"
+    if "description" in m:  # drawn from a measured result (--from-json): the machine as the result records it
+        machine = str(m["description"])
+    else:
+        gpu = "; ".join(m["gpus"]) if m.get("gpus") else "none"
+        machine = (f"{m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB memory, GPU: {gpu}, {m['os']}, "
+                   f"Python {m['python']}")
+    load = "not recorded" if not report.load_before else (
+        f"before {' / '.join(f'{x:.2f}' for x in report.load_before)}, after "
+        f"{' / '.join(f'{x:.2f}' for x in report.load_after)}, highest 1-min seen {report.max_load:.2f}")
     items = [("command (from a fresh clone)", report.command), ("git revision", report.revision),
              ("started", report.started), ("duration", f"{report.seconds / 60:.1f} min ({report.seconds:.0f} s)"),
              ("mode", "quick" if report.quick else "full"), ("seeds", str(report.seeds)),
-             ("machine", f"{m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB memory, GPU: {gpu}, {m['os']}, "
-                         f"Python {m['python']}"),
-             ("load average (1/5/15 min)", f"before {' / '.join(f'{x:.2f}' for x in report.load_before)}, after "
-                                           f"{' / '.join(f'{x:.2f}' for x in report.load_after)}, highest 1-min "
-                                           f"seen {report.max_load:.2f}"),
+             ("machine", machine), ("load average (1/5/15 min)", load),
              ("versions", ", ".join(f"{k} {v}" for k, v in report.versions.items() if v)),
              ("peers (RLlib)", report.peers_note or "measured in this run"),
              ("published baselines", report.baselines_note or "reports/baselines (other hardware)")]

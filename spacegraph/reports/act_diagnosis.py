@@ -125,7 +125,7 @@ def op_counts(backend: str, batch: int = 1) -> dict[str, dict[str, Any]]:
         ValueError: for an unknown backend.
     """
     if backend not in BACKENDS:
-        raise ValueError(f"act_report.op_counts: backend must be one of {BACKENDS}; got {backend!r}")
+        raise ValueError(f"act_diagnosis.op_counts: backend must be one of {BACKENDS}; got {backend!r}")
     framework, hand, states = setup_pair(backend, batch)
     out: dict[str, dict[str, Any]] = {}
     for name, fn in (("framework", framework), ("hand", hand)):

@@ -74,12 +74,12 @@ def measure(backends: tuple[str, ...] = BACKENDS, batch_sizes: tuple[int, ...] =
     """
     for backend in backends:
         if backend not in BACKENDS:
-            raise ValueError(f"act_report.measure: backends must be among {BACKENDS}; got {backend!r}")
+            raise ValueError(f"act_measure.measure: backends must be among {BACKENDS}; got {backend!r}")
     for batch in batch_sizes:
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"act_report.measure: batch_sizes must be positive ints; got {batch!r}")
+            raise ValueError(f"act_measure.measure: batch_sizes must be positive ints; got {batch!r}")
     if diagnose and "torch" not in backends:
-        raise ValueError(f"act_report.measure: diagnose=True needs 'torch' in backends; got {backends}")
+        raise ValueError(f"act_measure.measure: diagnose=True needs 'torch' in backends; got {backends}")
     thread_settings = configure_threads(threads)
     load_before = os.getloadavg()
     started = time.perf_counter()

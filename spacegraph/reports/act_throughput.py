@@ -160,11 +160,3 @@ def measure(backend: str, batch_sizes: tuple[int, ...] = BATCH_SIZES,
         out[batch] = {"framework_calls_per_s": fw, "hand_calls_per_s": hd, "ratio": fw / hd}
     return out
 
-
-if __name__ == "__main__":
-    import sys
-
-    for name in sys.argv[1:] or ["tf", "torch"]:
-        for b, row in measure(name).items():
-            print(f"{name:5s} B={b:3d} framework {row['framework_calls_per_s']:9.1f}/s  "
-                  f"hand {row['hand_calls_per_s']:9.1f}/s  ratio {row['ratio']:.3f}")

@@ -116,4 +116,5 @@ def run(ctx: Context) -> list[Figure]:
 
 
 SCENARIO = register(Scenario(name="build", title="Build overhead and memory", figure_ref="RLgraph Fig. 5a",
-                             run=run, steps=lambda ctx: 2 * len(BACKENDS)))
+                             run=run, steps=lambda ctx: 2 * len(BACKENDS),
+                             render=figures))

@@ -104,4 +104,5 @@ def run(ctx: Context) -> list[Figure]:
 
 
 SCENARIO = register(Scenario(name="learning", title="DQN learning curves", figure_ref="RLgraph Fig. 7b", run=run,
-                             steps=lambda ctx: ctx.seeds * (len(SIDES) if ctx.peers else 2)))
+                             steps=lambda ctx: ctx.seeds * (len(SIDES) if ctx.peers else 2),
+                             render=figures))

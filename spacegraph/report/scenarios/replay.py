@@ -89,4 +89,5 @@ def run(ctx: Context) -> list[Figure]:
 
 
 SCENARIO = register(Scenario(name="replay", title="Replay rates", figure_ref="replay", run=run,
-                             steps=lambda ctx: 3 + len(OPERATIONS)))
+                             steps=lambda ctx: 3 + len(OPERATIONS),
+                             render=figures))

@@ -60,4 +60,5 @@ def run(ctx: Context) -> list[Figure]:
 
 
 SCENARIO = register(Scenario(name="sampling", title="Single-worker sampling", figure_ref="RLgraph Fig. 7a", run=run,
-                             steps=lambda ctx: 1))
+                             steps=lambda ctx: 1,
+                             render=figures))

@@ -273,7 +273,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     options = {"eval_every": args.eval_every, "eval_episodes": args.eval_episodes, "eval_envs": args.eval_envs,
                "target_return": args.target_return, "screen_episodes": args.screen_episodes,
                "checkpoint_every": args.checkpoint_every,
-               "max_seconds": args.max_seconds, "progress": progress, "log_evals": not args.quiet}
+               "max_seconds": args.max_seconds, "progress": progress, "log_evals": not args.quiet,
+               "tensorboard": not args.no_tensorboard}
     from spacegraph.train_apex import cmd_train_apex, wants_apex
 
     try:
@@ -453,6 +454,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
     train.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is not "
                                                                "a terminal")
+    train.add_argument("--no-tensorboard", action="store_true", help="write no TensorBoard scalars (default: "
+                                                                     "event files in RUN/tensorboard/ beside the "
+                                                                     "metrics; tensorboard --logdir RUN)")
     train.add_argument("--executor", choices=["local", "ray", "tf-dist", "seed"],
                        help="Ape-X (distributed prioritized replay): its workers and replay shards as Ray actors "
                             "(ray) or in this process (local); an 'agent: apex' config defaults to local. IMPALA "

@@ -21,6 +21,7 @@ from .files import (
     rewrite_run_files)
 from .progress import ProgressBar
 from .result import TrainResult
+from .scalars import RunScalars
 
 
 def _check_positive(name: str, value: Any, kind: type = int) -> None:
@@ -40,9 +41,10 @@ class Trainer:
     ``evaluation`` section with the arguments below replacing its values: a screen, then the
     full evaluation when the screen reaches the target) and a metrics row is recorded. The run
     is solved at the first evaluation whose *full* mean reaches ``target_return`` (never from
-    the screen alone), and stops there. With ``out_dir`` the rows, the finished episodes and a learning curve
-    are written as they come, and a checkpoint (agent, worker counters, trainer
-    state) at the end, every ``checkpoint_every`` env steps, and on Ctrl-C.
+    the screen alone), and stops there. With ``out_dir`` the rows, the finished episodes, a learning curve and
+    TensorBoard scalars (``out_dir/tensorboard``, see `reference_agents.training.scalars`) are written as they
+    come, and a checkpoint (agent, worker counters, trainer state) at the end, every ``checkpoint_every`` env
+    steps, and on Ctrl-C.
 
     Ctrl-C while stepping is deferred to the end of the current lockstep step (so the
     agent's and the worker's counters agree), then `train` saves a checkpoint and
@@ -69,6 +71,11 @@ class Trainer:
         callback: ``callback(trainer, stats)`` after every lockstep step with the chunk's
             `WorkerStats` so far; returning False stops training (as ``max_seconds`` does).
         worker: a worker to use instead of ``VectorEnvWorker.for_agent(agent)``.
+        tensorboard: write TensorBoard scalars into ``out_dir/tensorboard`` (a new event file per `train` call,
+            earlier files' points after its start step removed; without the ``tensorboard`` package the run goes
+            on without them and says so once on ``stream``).
+        worker_scalars: ``fn(worker) -> {tag: value}``, scalars added to each evaluation's step (a distributed
+            worker's queue sizes: `actor_learner_scalars`, `apex_scalars`).
 
     Raises:
         ValueError: naming an argument that is not a positive number.
@@ -81,7 +88,8 @@ class Trainer:
                  checkpoint_every: int | None = None,
                  max_seconds: float | None = None, progress: bool | None = None, log_evals: bool = False,
                  stream: TextIO | None = None, callback: Callable[["Trainer", WorkerStats], Any] | None = None,
-                 worker: VectorEnvWorker | None = None) -> None:
+                 worker: VectorEnvWorker | None = None, tensorboard: bool = True,
+                 worker_scalars: Callable[[Any], dict[str, float]] | None = None) -> None:
         for name, value in (("eval_every", eval_every), ("eval_episodes", eval_episodes), ("eval_envs", eval_envs),
                             ("screen_episodes", screen_episodes), ("checkpoint_every", checkpoint_every)):
             _check_positive(name, value)
@@ -101,6 +109,10 @@ class Trainer:
             raise ValueError(f"Trainer: {exc}") from None
         if callback is not None and not callable(callback):
             raise ValueError(f"Trainer: callback must be callable; got {callback!r}")
+        if not isinstance(tensorboard, bool) or (worker_scalars is not None and not callable(worker_scalars)):
+            raise ValueError(f"Trainer: tensorboard must be True or False and worker_scalars callable or None; got "
+                             f"{tensorboard!r}, {worker_scalars!r}")
+        self.scalars = RunScalars(tensorboard, worker_scalars)
         self.agent = agent
         self.out_dir = None if out_dir is None else os.fspath(out_dir)
         self.checkpoint_every, self.max_seconds = checkpoint_every, max_seconds
@@ -151,6 +163,7 @@ class Trainer:
         if self.out_dir is None:
             return
         append_metric_row(self.out_dir, row)
+        self.scalars.add_row(row, self.worker)
 
     def _write_episodes(self) -> None:
         if self.out_dir is None:
@@ -158,6 +171,7 @@ class Trainer:
         new = self.worker.episodes[self._episodes_written:]
         if new:
             append_episodes(self.out_dir, new, self._episodes_written)
+            self.scalars.add_episodes(new)
             self._episodes_written += len(new)
 
     def plot(self) -> str | None:
@@ -363,6 +377,8 @@ class Trainer:
         self._bar_start_steps = w.total_steps
         self._stop_reason, self._interrupt_requested = None, False
         self._bar = ProgressBar(self.total_steps_target, self.stream) if self.progress else None
+        if self.out_dir is not None:
+            self.scalars.open(self.out_dir, w.total_steps, self.stream)
         previous = None
         if threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGINT, self._on_sigint)
@@ -422,6 +438,7 @@ class Trainer:
             raise
         finally:
             self._phase = "idle"
+            self.scalars.close()
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
             if self._bar is not None:

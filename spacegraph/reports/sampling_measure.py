@@ -113,10 +113,10 @@ def measure(config: str | os.PathLike | dict[str, Any] = PONG_CONFIG, backends: 
 
     for backend in backends:
         if backend not in BACKENDS:
-            raise ValueError(f"sampling_throughput.measure: backends must be among {BACKENDS}; got {backend!r}")
+            raise ValueError(f"sampling_measure.measure: backends must be among {BACKENDS}; got {backend!r}")
     for n in num_envs:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"sampling_throughput.measure: num_envs must be positive ints; got {n!r}")
+            raise ValueError(f"sampling_measure.measure: num_envs must be positive ints; got {n!r}")
     cfg = load_config(config, capacity)
     threads_used = configure_threads(threads)
     load_before = os.getloadavg()

@@ -10,14 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from spacegraph.reports import sampling_contenders, sampling_throughput as st
+from harness.measure.figures import plot_figure
+from harness.measure.machine import configure_threads
 from harness.testing.plugin import selected_backends
+from spacegraph.report.scenarios import sampling as sampling_scenario
+from spacegraph.reports import sampling_contenders, sampling_measure
 
 BACKENDS = tuple(b for b in selected_backends()
                  if importlib.util.find_spec({"tf": "tensorflow", "torch": "torch"}[b]) is not None)
 #: The Pong agent of reference_agents/configs/dqn_pong.yaml (Nature CNN, dueling, env-side Atari
 #: frames, /255 in graph), with a replay small enough for a test.
-PONG = st.PONG_CONFIG
+PONG = sampling_contenders.PONG_CONFIG
 SHORT = {"seconds": 0.16, "rounds": 2, "chunk_seconds": 0.04, "warmup_seconds": 0.06}
 
 
@@ -31,13 +34,13 @@ def _ours_backend() -> str:
 def cartpole():
     if not BACKENDS:
         pytest.skip("no backend installed")
-    return st.measure(st.CARTPOLE_CONFIG, BACKENDS, (1, 2), capacity=1000, **SHORT)
+    return sampling_measure.measure(sampling_contenders.CARTPOLE_CONFIG, BACKENDS, (1, 2), capacity=1000, **SHORT)
 
 
 @pytest.fixture(scope="module")
 def pong():
     """One short Pong run: raw ALE, raw env, ours on one backend, RLlib when installed."""
-    return st.measure(PONG, (_ours_backend(),), (2,), capacity=200, **SHORT)
+    return sampling_measure.measure(PONG, (_ours_backend(),), (2,), capacity=200, **SHORT)
 
 
 def test_cartpole_run_structure(cartpole):
@@ -67,7 +70,7 @@ def test_cartpole_run_structure(cartpole):
 
 def test_pong_frames_are_counted_with_frameskip(pong):
     (row,) = pong["rows"]
-    names = [n for n in st.CONTENDER_TITLES if n in row]
+    names = [n for n in sampling_scenario.TITLES if n in row]
     assert {"raw_ale", "raw_env", f"ours_{_ours_backend()}"} <= set(names)
     for name in names:
         c = row[name]
@@ -75,25 +78,20 @@ def test_pong_frames_are_counted_with_frameskip(pong):
         assert c["frames"] == 4 * c["steps"] > 0, name
 
 
-def test_pong_report_structure(pong, tmp_path):
-    text = st.markdown(pong)
-    lines = text.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith("| N envs | raw ALE frames/CPU-s"))
-    cells = [c.strip() for c in lines[header + 2].strip("|").split("|")]
+def test_pong_scenario_figure(pong, tmp_path):
+    (fig,) = sampling_scenario.figures(pong)
     row = pong["rows"][0]
-    names = [n for n in st.CONTENDER_TITLES if n in row]
-    assert cells[0] == "2" and len(cells) == 1 + len(names) + len(row["ratios"])
-    for cell, name in zip(cells[1:], names):
-        assert cell == f"{row[name]['frames_per_cpu_s']:.0f} ({row[name]['frames_per_s']:.0f})"
-    for section in ("## Result", "## What each column runs", "## Environment", "## Reproduce"):
-        assert section in text
-    assert "4 emulator frames per env step" in text and pong["environment"]["date"] in text
-    assert "Agent config `reference_agents/configs/dqn_pong.yaml`" in text
+    names = [n for n in sampling_scenario.TITLES if n in row]
+    table = fig.tables[0]
+    assert table.header == ["N", *(sampling_scenario.TITLES[n] for n in names)]
+    assert table.rows == [[2, *(f"{row[n]['frames_per_cpu_s']:,.0f} / {row[n]['frames_per_s']:,.0f}"
+                                for n in names)]]
+    assert fig.tables[1].rows == [[2, *(f"{row[n]['steps']} / {row[n]['frames']} ({row[n]['chunk_steps']})"
+                                        for n in names)]]
+    assert "ALE/Pong-v5, N=2: " in fig.headline and fig.raw is pong
     if importlib.util.find_spec("matplotlib") is not None:
-        paths = st.write(pong, tmp_path)
-        assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        st.main(["--from-json", str(paths["json"]), "--out-dir", str(tmp_path / "again")])
-        assert (tmp_path / "again" / "sampling_throughput.md").read_text() == text
+        assert plot_figure(fig, tmp_path / "sampling.png")
+        assert (tmp_path / "sampling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_pong_rllib_column_when_installed(pong):
@@ -113,10 +111,10 @@ def test_pong_rllib_column_when_installed(pong):
 def test_worker_contender_inserts_what_it_observed_into_replay():
     from reference_agents.agents import DQNAgent
 
-    cfg = st.load_config(st.CARTPOLE_CONFIG, capacity=1000)
+    cfg = sampling_contenders.load_config(sampling_contenders.CARTPOLE_CONFIG, capacity=1000)
     cfg["loss"]["n_step"] = 1  # every env step then makes one record at once
     agent = DQNAgent(cfg, backend=_ours_backend(), seed=0)
-    contender = st.WorkerContender(agent, st.env_factory(cfg), 2)
+    contender = sampling_contenders.WorkerContender(agent, sampling_contenders.env_factory(cfg), 2)
     try:
         assert contender.chunk(8) == (8, 8)
         assert contender.chunk(6) == (6, 6)
@@ -129,9 +127,9 @@ def test_worker_contender_inserts_what_it_observed_into_replay():
 
 @pytest.mark.parametrize("frameskip", [1, 3])
 def test_raw_frames_follow_the_env_frameskip(frameskip):
-    cfg = st.load_config(PONG)
+    cfg = sampling_contenders.load_config(PONG)
     cfg["env"]["kwargs"] = {"frameskip": frameskip}
-    contender = st.RawContender(st.env_factory(cfg), 2)
+    contender = sampling_contenders.RawContender(sampling_contenders.env_factory(cfg), 2)
     try:
         assert contender.chunk(6) == (6, 6 * frameskip)
     finally:
@@ -140,24 +138,24 @@ def test_raw_frames_follow_the_env_frameskip(frameskip):
 
 def test_rllib_reported_missing_when_import_fails(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray.rllib.algorithms.dqn", None)
-    reason = st.rllib_available()
+    reason = sampling_contenders.rllib_available()
     assert reason is not None and "ray[rllib] is not installed" in reason
 
 
 def test_run_without_rllib_skips_its_column_cleanly(monkeypatch):
     monkeypatch.setattr(sampling_contenders, "rllib_available", lambda: "ray[rllib] is not installed (test)")
-    result = st.measure(PONG, (_ours_backend(),), (1,), capacity=100, raw_ale=False,
+    result = sampling_measure.measure(PONG, (_ours_backend(),), (1,), capacity=100, raw_ale=False,
                         **{**SHORT, "seconds": 0.1, "rounds": 1})
     (row,) = result["rows"]
     assert "rllib" not in row and "raw_ale" not in row
     assert all(v is None for k, v in row["ratios"].items() if k.endswith("/rllib"))
-    text = st.markdown(result)
-    assert "RLlib not measured: ray[rllib] is not installed (test)" in text
-    assert "n/a" in text
+    (fig,) = sampling_scenario.figures(result)
+    assert fig.peer_missing == "ray[rllib] is not installed (test)"
+    assert not any("RLlib" in r.name for r in fig.ratios) and "RLlib" not in fig.headline
 
 
 def test_asv_rllib_benchmark_skips_without_rllib(monkeypatch):
-    # the checkout's benchmark file (st.REPO is where the installed package lives, e.g. site-packages), imported
+    # the checkout's benchmark file (the package's REPO is where the installed package lives, e.g. site-packages), imported
     # as asv imports it: ``benchmarks.sampling`` (its ``from .common import ...`` needs the package)
     bench_root = str(Path(__file__).resolve().parents[2] / "asv_bench")
     if bench_root not in sys.path:
@@ -174,7 +172,7 @@ def test_asv_rllib_benchmark_skips_without_rllib(monkeypatch):
 ])
 def test_bad_arguments_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        st.measure(st.CARTPOLE_CONFIG, **kwargs)
+        sampling_measure.measure(sampling_contenders.CARTPOLE_CONFIG, **kwargs)
 
 
 def test_scaled_image_env_rejects_non_images():
@@ -183,7 +181,7 @@ def test_scaled_image_env_rejects_non_images():
     env = make_env("CartPole-v1")
     try:
         with pytest.raises(ValueError, match="ScaledImageEnv: expected uint8 image observations"):
-            st.ScaledImageEnv(env)
+            sampling_contenders.ScaledImageEnv(env)
     finally:
         env.close()
 
@@ -197,9 +195,9 @@ def test_cpu_clock_does_not_count_waiting():
             return steps, steps
 
     # Framework thread pools left spinning by earlier tests would count as this process's CPU time.
-    st.configure_threads(1)
+    configure_threads(1)
     time.sleep(0.3)
-    timed = st.time_contenders({"sleeper": Sleeper()}, seconds=0.06, rounds=2, chunk_seconds=0.004,
+    timed = sampling_measure.time_contenders({"sleeper": Sleeper()}, seconds=0.06, rounds=2, chunk_seconds=0.004,
                                warmup_seconds=0.01)["sleeper"]
     # Sleeping costs no CPU: far more frames per CPU-second than per wall-clock second.
     assert timed["frames_per_cpu_s"] > 3 * timed["frames_per_s"]

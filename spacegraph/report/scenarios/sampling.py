@@ -39,13 +39,35 @@ def figures(result: dict[str, Any]) -> list[Figure]:
                   header=["N", *(TITLES[c] for c in contenders)],
                   rows=[[r["num_envs"], *(f"{r[c]['frames_per_cpu_s']:,.0f} / {r[c]['frames_per_s']:,.0f}"
                                           for c in contenders)] for r in rows])
+    counts = Table(title="Env steps / frames each contender took in all (chunk steps)",
+                   header=["N", *(TITLES[c] for c in contenders)],
+                   rows=[[r["num_envs"], *(f"{r[c]['steps']} / {r[c]['frames']} ({r[c]['chunk_steps']})"
+                                           for c in contenders)] for r in rows])
+    ours = [c for c in contenders if c.startswith("ours_") and "breakdown" in rows[0][c]]
+    tables = [table, counts]
+    if ours:
+        tables.append(Table(title="Where our worker's time went: act / observe+insert / env+worker",
+                            header=["N", *(TITLES[c] for c in ours)],
+                            rows=[[r["num_envs"], *(f"{r[c]['breakdown']['act_share']:.0%} / "
+                                                    f"{r[c]['breakdown']['observe_share']:.0%} / "
+                                                    f"{r[c]['breakdown']['other_share']:.0%}" for c in ours)]
+                                  for r in rows]))
     cfg = result["config"]
     notes = [f"Environment {cfg['env'].get('id', cfg['env'])}; frames count the frame skip. {cfg['rounds']} "
              f"interleaved rounds of {cfg['seconds']} s per contender per N (chunks of about "
              f"{cfg['chunk_seconds']} s).", f"RLlib: {result['rllib_note'] or 'measured in the same rounds'}."]
     return [Figure(name="sampling", title="Single-worker env frames/s against envs per worker",
-                   figure_ref="RLgraph Fig. 7a", panels=[panel], series=series, ratios=ratios, tables=[table],
-                   notes=notes, peer_missing=result["rllib_note"], raw=result)]
+                   figure_ref="RLgraph Fig. 7a", panels=[panel], series=series, ratios=ratios, tables=tables,
+                   notes=notes, peer_missing=result["rllib_note"], raw=result, headline=headline(result))]
+
+
+def headline(result: dict[str, Any]) -> str:
+    """Ours / raw env (and ours / RLlib where measured) at the largest N, per backend."""
+    last = result["rows"][-1]
+    parts = [f"{TITLES[k.split('/')[0]]} / {TITLES[k.split('/')[1]]} {v:.2f}" for k, v in last["ratios"].items()
+             if v is not None]
+    env = result["config"]["env"]
+    return f"{env.get('id', env) if isinstance(env, dict) else env}, N={last['num_envs']}: " + "; ".join(parts)
 
 
 def run(ctx: Context) -> list[Figure]:

@@ -6,13 +6,14 @@ weights), ``update`` (new priorities for 64 sampled slots) and ``step`` (the thr
 in a row, one training iteration). Ours is called through `GraphExecutor.execute`
 (NumPy in and out). Skipped (``NotImplementedError`` in setup) where ``ray[rllib]``
 is not installed: ``pip install -e '.[peers]'``. The workload is the one of
-`spacegraph.reports.replay_peers`, which writes ``reports/replay_vs_rllib.md``.
+`spacegraph.reports.replay_peers`; the figure is ``spacegraph report --only replay`` (``reports/replay/``).
 """
 
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from harness.measure.timing import time_us  # noqa: E402
 from spacegraph.reports import replay_peers as rp  # noqa: E402
 
 from .common import grid, quick  # noqa: E402
@@ -76,7 +77,7 @@ class PrioritizedReplayVsRLlib:
         self.ours["step"]()
 
     def _ratio(self, op):
-        return rp.time_us(self.rllib[op], RATIO_SECONDS) / rp.time_us(self.ours[op], RATIO_SECONDS)
+        return time_us(self.rllib[op], RATIO_SECONDS) / time_us(self.ours[op], RATIO_SECONDS)
 
     def track_speed_ratio_step(self, backend):
         return self._ratio("step")

@@ -73,7 +73,7 @@ class Budget:
 def check_side(side: str) -> str:
     """``side`` if it is one of `SIDES`, else a ValueError naming them."""
     if side not in SIDES:
-        raise ValueError(f"learning_peers: side must be one of {', '.join(SIDES)}; got {side!r}")
+        raise ValueError(f"learning: side must be one of {', '.join(SIDES)}; got {side!r}")
     return side
 
 

@@ -5,10 +5,14 @@ Each run is a fresh subprocess (one side, one seed) with one framework thread
 env-step and a wall-time budget; runs are interleaved (seed 0 of every side, then seed 1, ...)
 so that load from other processes on a shared machine hits all sides alike, and the 1-minute
 load average is recorded at every evaluation.
+
+``python -m spacegraph.reports.learning_runs --one SIDE --seed N --result PATH ...`` is one run's child
+process (`child_main`); the figure is the ``learning`` scenario of ``spacegraph report``.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -115,9 +119,9 @@ def run_isolated(side: str, seed: int, criterion: Criterion, budget: Budget) -> 
     check_side(side)
     env = {**os.environ, **THREAD_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
                                                                                    os.environ.get("PYTHONPATH")]))}
-    with tempfile.TemporaryDirectory(prefix="learning_peers_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="learning_run_") as tmp:
         result_path, log_path = Path(tmp) / "result.json", Path(tmp) / "log.txt"
-        cmd = [sys.executable, "-m", "spacegraph.reports.learning_peers", "--one", side, "--seed", str(seed),
+        cmd = [sys.executable, "-m", "spacegraph.reports.learning_runs", "--one", side, "--seed", str(seed),
                "--result", str(result_path), "--budget-steps", str(budget.env_steps),
                "--budget-seconds", str(budget.seconds), "--eval-every", str(criterion.eval_every),
                "--eval-episodes", str(criterion.eval_episodes), "--screen-episodes", str(criterion.screen_episodes),
@@ -198,3 +202,34 @@ def run_line(run: dict[str, Any]) -> str:
             if run["solved"] else f"not solved ({run['stop_reason']}) after {run['env_steps']} env steps, "
                                   f"{run['train_s']:.0f} s training")
     return f"{run['side']} seed {run['seed']}: {what}; load {run['load_start'][0]:.1f}"
+
+
+def child_main(argv: list[str] | None = None) -> None:
+    """One run in this process (`run_one`), its result written to ``--result``; SIGTERM unwinds (Ray shuts down).
+
+    The child process of `run_isolated`; not a user command.
+    """
+    parser = argparse.ArgumentParser(description="one DQN learning run (the child process of run_isolated)")
+    parser.add_argument("--one", choices=SIDES, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--result", required=True)
+    parser.add_argument("--budget-steps", type=int, default=Budget.env_steps)
+    parser.add_argument("--budget-seconds", type=float, default=Budget.seconds)
+    parser.add_argument("--eval-every", type=int, default=Criterion.eval_every)
+    parser.add_argument("--eval-episodes", type=int, default=Criterion.eval_episodes)
+    parser.add_argument("--screen-episodes", type=int, default=Criterion.screen_episodes)
+    parser.add_argument("--min-return", type=float, default=Criterion.min_return)
+    args = parser.parse_args(argv)
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"learning run: signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
+    criterion = Criterion(args.min_return, args.eval_episodes, args.screen_episodes, args.eval_every)
+    run = run_one(args.one, args.seed, criterion, Budget(args.budget_steps, args.budget_seconds))
+    Path(args.result).write_text(json.dumps(run))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    child_main()

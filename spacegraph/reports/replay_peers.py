@@ -16,17 +16,13 @@ path) and through `GraphExecutor.api_function` with backend tensors (no NumPy
 conversion), per backend. RLlib's buffer is timed through its public methods
 (``add(SampleBatch)``, ``sample(n, beta)``, ``update_priorities(idxes, priorities)``).
 
-Speed ratios are ``RLlib time / our time``: above 1 means ours is faster.
-
-Run ``python -m spacegraph.reports.replay_peers [--json PATH] [--seconds S]``.
+The figure is the ``replay`` scenario of ``spacegraph report`` (`spacegraph.report.scenarios.replay`), which
+times these calls in interleaved rounds; asv's ``peers_replay.py`` times them too.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import random
 from typing import Any, Callable
 
@@ -34,8 +30,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-from harness.measure.tables import markdown_table  # noqa: E402
-from harness.measure.timing import time_us  # noqa: E402
 from spacegraph.reports.rllib import import_rllib_safely  # noqa: E402
 
 RECORD = "[B]{state: float32[4], action: int64[], reward: float32[], terminal: bool[]}"
@@ -149,93 +143,3 @@ def rllib_calls(buffer: Any, batch: int, beta: float, seed: int = 1) -> dict[str
 
     return {"insert": lambda: buffer.add(new), "sample": lambda: buffer.sample(batch, beta=beta),
             "update": lambda: buffer.update_priorities(slots, prios), "step": step}
-
-
-# ---- the report ----------------------------------------------------------------------------------
-def measure(backends: tuple[str, ...] = ("tf", "torch"), capacity: int = 100_000, batch: int = 64,
-            alpha: float = 0.6, beta: float = 0.4, epsilon: float = 1e-6, seconds: float = 1.0,
-            record: str = RECORD) -> dict[str, Any]:
-    """Per-operation µs of our prioritized replay (per backend and call path) and of RLlib's, and speed ratios.
-
-    Args:
-        backends: our backends to time.
-        capacity: records held (each memory is filled to it before timing).
-        batch: records per insert / sample / update.
-        alpha, beta, epsilon: the prioritization settings, the same for both.
-        seconds: about how long each timing takes.
-        record: the record space (fixed: `RECORD`; given only to be written in the result).
-
-    Returns:
-        ``{"config": ..., "versions": ..., "rllib": {op: µs} | None, "rllib_note": str | None,
-        "ours": {backend: {path: {op: µs}}}, "speed_ratio": {backend: {path: {op: rllib/ours | None}}}}``.
-        Without RLlib the ``rllib`` entry and every ratio are None and ``rllib_note`` says why.
-    """
-    if record != RECORD:
-        raise ValueError(f"measure: only the record space {RECORD!r} is supported; got {record!r}")
-    result: dict[str, Any] = {
-        "config": {"capacity": capacity, "batch": batch, "alpha": alpha, "beta": beta, "epsilon": epsilon,
-                   "record": record, "seconds": seconds},
-        "versions": versions(backends), "ours": {}, "speed_ratio": {}, "rllib": None, "rllib_note": None,
-    }
-    if result["versions"]["ray"] is not None:
-        buffer = build_rllib(capacity, alpha)
-        result["rllib"] = {op: time_us(fn, seconds) for op, fn in rllib_calls(buffer, batch, beta).items()}
-        del buffer
-    else:
-        result["rllib_note"] = "ray[rllib] is not installed (pip install -e '.[peers]'); RLlib columns are None"
-    for backend in backends:
-        executor = build_ours(backend, capacity, alpha, beta, epsilon)
-        result["ours"][backend] = {path: {op: time_us(fn, seconds) for op, fn in calls.items()}
-                                   for path, calls in ours_calls(executor, batch).items()}
-        result["speed_ratio"][backend] = {
-            path: {op: (result["rllib"][op] / us if result["rllib"] else None) for op, us in ops.items()}
-            for path, ops in result["ours"][backend].items()}
-    return result
-
-
-def versions(backends: tuple[str, ...]) -> dict[str, str | None]:
-    """Python, NumPy, the backends' and Ray's versions (Ray None when RLlib is missing)."""
-    out: dict[str, str | None] = {"python": platform.python_version(), "numpy": np.__version__,
-                                  "ray": rllib_version(), "machine": f"{platform.machine()}, {os.cpu_count()} cpus"}
-    if "tf" in backends:
-        import tensorflow as tf
-        out["tensorflow"] = tf.__version__
-    if "torch" in backends:
-        import torch
-        out["torch"] = torch.__version__
-    return out
-
-
-def table(result: dict[str, Any]) -> str:
-    """A Markdown table: one row per (backend, call path), µs per operation and speed vs RLlib."""
-    rl = result["rllib"]
-    header = ["contender", *(f"{op} µs" for op in OPERATIONS), *(f"{op} speed vs RLlib" for op in OPERATIONS)]
-    rows = []
-    if rl is not None:
-        rows.append(["RLlib PrioritizedReplayBuffer", *(f"{rl[op]:.1f}" for op in OPERATIONS),
-                     *("1.00" for _ in OPERATIONS)])
-    for backend, paths in result["ours"].items():
-        for path, ops in paths.items():
-            ratios = result["speed_ratio"][backend][path]
-            rows.append([f"ours, {backend}, {path}", *(f"{ops[op]:.1f}" for op in OPERATIONS),
-                         *("n/a" if ratios[op] is None else f"{ratios[op]:.2f}" for op in OPERATIONS)])
-    return markdown_table(header, rows)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backends", default="tf,torch")
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--json", help="also write the raw result here")
-    args = parser.parse_args(argv)
-    result = measure(tuple(args.backends.split(",")), seconds=args.seconds)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
-    print(table(result))
-    if result["rllib_note"]:
-        print(result["rllib_note"])
-
-
-if __name__ == "__main__":
-    main()

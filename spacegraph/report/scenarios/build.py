@@ -105,8 +105,11 @@ def figures(result: dict[str, Any]) -> list[Figure]:
              "the number of builds (framework imports and the warm-up excluded).",
              "No same-run peer: RLlib has no comparable build phase split; the paper's numbers are other hardware "
              "and older framework versions."]
+    agent = [r for r in result["rows"] if r["graph"] == CATEGORIES[-1]]
+    headline = f"framework overhead of building the {result['config']} DQN agent: " + ", ".join(
+        f"{TITLES[r['backend']]} {r['framework_overhead_s'] * 1e3:.0f} ms" for r in agent)
     return [Figure(name="build", title="Build overhead and memory", figure_ref="RLgraph Fig. 5a", panels=[panel],
-                   series=series, tables=[table], notes=notes, raw=result)]
+                   series=series, tables=[table], notes=notes, raw=result, headline=headline)]
 
 
 def run(ctx: Context) -> list[Figure]:

@@ -1,6 +1,6 @@
 """Replay insert and sample rates: our prioritized replay (both backends, through ``execute`` with NumPy)
 beside RLlib's `PrioritizedReplayBuffer`, on the same filled memory and batch, timed in interleaved
-rounds (ours, RLlib, ours, RLlib ...) per operation. Built from `spacegraph.reports.replay_peers`.
+rounds (ours, RLlib, ours, RLlib ...) per operation. The contenders are `spacegraph.reports.replay_peers`'s.
 """
 
 from __future__ import annotations
@@ -77,9 +77,11 @@ def figures(result: dict[str, Any]) -> list[Figure]:
              "GraphExecutor.execute (NumPy in and out, the user-facing path).",
              "Ratios are speed ratios (ours / RLlib calls per CPU-second, median of the per-round ratios): above 1 "
              "means ours is faster."]
+    step = ", ".join(f"{TITLES[c]} {max(rates['step'][c]['cpu']):,.0f}" for c in contenders)
     return [Figure(name="replay", title="Replay insert and sample rates", figure_ref="replay (no paper figure)",
                    panels=[panel], series=series, ratios=ratios, tables=[table], notes=notes,
-                   peer_missing=result["rllib_note"], raw=result)]
+                   peer_missing=result["rllib_note"], raw=result,
+                   headline=f"prioritized replay steps (insert + sample + update of {batch}) per CPU-second: {step}")]
 
 
 def run(ctx: Context) -> list[Figure]:

@@ -22,6 +22,15 @@ from harness.backends import get_threads, set_threads
 REPO = Path(__file__).resolve().parents[2]
 
 
+def repo_relative(path: str | os.PathLike, root: str | os.PathLike = REPO) -> str:
+    """``path`` relative to ``root`` (the checkout) when it lies inside it, else as given: results name files
+    without local paths."""
+    try:
+        return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+    except (ValueError, OSError):
+        return os.fspath(path)
+
+
 def configure_threads(threads: int) -> dict[str, int | None]:
     """Limits TensorFlow's and PyTorch's CPU thread pools to ``threads`` each, where still possible.
 

@@ -79,11 +79,17 @@ def from_report(doc: Mapping[str, Any], scenarios: Mapping[str, Scenario], only:
         name = stored.meta.get("scenario", stored.name)
         if only and name not in only:
             continue
-        figures.append(_redraw(stored, scenarios.get(name)))
+        fig = _redraw(stored, scenarios.get(name))
+        fig.meta.setdefault("rendered from", f"{source} (drawn again; measured as the lines above say)")
+        figures.append(fig)
     missing = [k for k in _REPORT_KEYS if k not in doc and k != "baselines_note"]
     if missing:
         raise ValueError(f"--from-json {source}: a report.json needs {', '.join(missing)}; it lacks them")
-    return Report(figures=figures, **{k: doc.get(k) for k in _REPORT_KEYS})
+    facts = {k: doc.get(k) for k in _REPORT_KEYS}
+    commands = {f.meta.get("command") for f in figures}
+    if only and len(commands) == 1 and None not in commands:  # one scenario of a larger run: its own command
+        facts["command"] = commands.pop()
+    return Report(figures=figures, **facts)
 
 
 def from_result(doc: Mapping[str, Any], scenario: Scenario, source: str,
@@ -105,7 +111,9 @@ def from_result(doc: Mapping[str, Any], scenario: Scenario, source: str,
     folder = Path(baseline_dir) if baseline_dir else baselines_module.default_dir()
     published = baselines_module.load(folder) if folder else {}
     facts = provenance(doc)
-    reproduce = command(False, 2, [scenario.name], True)
+    config = doc.get("config")
+    seeds = len(config["seeds"]) if isinstance(config, dict) and isinstance(config.get("seeds"), list) else 2
+    reproduce = command(False, seeds, [scenario.name], True)
     for fig in figures:
         fig.baselines = list(published.get(fig.name, [])) + fig.baselines
         fig.meta = {"scenario": scenario.name, "command": reproduce, "revision": facts["revision"],
@@ -115,7 +123,7 @@ def from_result(doc: Mapping[str, Any], scenario: Scenario, source: str,
     return Report(figures=figures, command=reproduce, revision=facts["revision"],
                   machine={"description": facts["machine"]},
                   versions={"recorded": facts["versions"] or None}, started=facts["date"], seconds=0.0,
-                  load_before=[], load_after=[], max_load=0.0, load_warning=None, quick=False, seeds=2,
+                  load_before=[], load_after=[], max_load=0.0, load_warning=None, quick=False, seeds=seeds,
                   peers_note="as the measured result records it (see the notes)",
                   baselines_note=None if published else "no published baselines found")
 

@@ -28,6 +28,7 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from harness.measure.host import rss_bytes  # noqa: E402
+from harness.measure.machine import repo_relative  # noqa: E402
 
 
 def _peak_rss_bytes() -> int:
@@ -61,12 +62,12 @@ def peak(config: str, backend: str, compression: str | None, records_path: str, 
     import numpy as np
 
     _import_backend(backend)
-    from reference_agents.agents import CONFIG_DIR, build_agent, load_agent_config
+    from reference_agents.agents import CONFIG_DIR, build_agent, load_config
 
     rss_start = rss_bytes()
     if not os.path.exists(config) and os.sep not in config and "." not in config:
         config = os.path.join(CONFIG_DIR, config + ".yaml")  # a bare name, as build_agent takes it
-    cfg, _ = load_agent_config(config, {"backend": backend})
+    cfg, _ = load_config(config, {"backend": backend})
     data = cfg.model_dump(by_alias=True, exclude_none=False)
     data["memory"]["compression"] = compression
     t0 = time.perf_counter()
@@ -90,7 +91,8 @@ def peak(config: str, backend: str, compression: str | None, records_path: str, 
     for _ in range(updates):
         agent.update()
     update_s = time.perf_counter() - t0
-    return {"config": config, "backend": backend, "compression": compression, "fill": fill, "chunk": chunk,
+    return {"config": repo_relative(config), "backend": backend, "compression": compression, "fill": fill,
+            "chunk": chunk,
             "capacity": store.capacity, "valid": store.size, "frames_written": store.index.frames_written,
             "replay_bytes": store.nbytes(), "frame_bytes": store.frame_nbytes(), "updates": updates,
             "build_s": round(build_s, 3), "fill_s": round(fill_s, 1), "fill_cpu_s": round(fill_cpu, 1),

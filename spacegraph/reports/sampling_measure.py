@@ -18,7 +18,7 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from harness.measure.machine import configure_threads, environment, library_versions  # noqa: E402
+from harness.measure.machine import configure_threads, environment, library_versions, repo_relative  # noqa: E402
 from harness.measure.timing import interleaved, run_for  # noqa: E402
 from spacegraph.reports import sampling_contenders as contenders_module  # noqa: E402
 from spacegraph.reports.sampling_contenders import (  # noqa: E402
@@ -156,7 +156,7 @@ def measure(config: str | os.PathLike | dict[str, Any] = PONG_CONFIG, backends: 
                 row[key][f"ours_{backend}/rllib"] = ours / row["rllib"][rate] if "rllib" in row else None
         rows.append(row)
     return {
-        "config": {"agent_config": str(config) if not isinstance(config, dict) else "<dict>",
+        "config": {"agent_config": repo_relative(config) if not isinstance(config, dict) else "<dict>",
                    "env": cfg["env"], "network": cfg["network"], "preprocessing": cfg.get("preprocessing"),
                    "memory": cfg["memory"], "backends": list(backends), "num_envs": list(num_envs),
                    "seconds": seconds, "rounds": rounds, "chunk_seconds": chunk_seconds,

@@ -15,6 +15,7 @@ from reference_agents.agents.config import ConfigError
 
 from .checkpoints import (
     WORKER_STATE, checkpoint_dirs, checkpoint_trainer_state, checkpoint_worker_state, load_newest, saved_settings)
+from .scalars import apex_scalars
 from .trainer import Trainer
 
 EXECUTORS = ("local", "ray")
@@ -62,16 +63,19 @@ class ApexTrainer(Trainer):
 
     A checkpoint holds the learner agent's (``agent.save_checkpoint``), the driver's counters and ledger
     (``worker.json``), the trainer's state, the Ape-X config (``apex.json``) and one snapshot per shard
-    (``shards/shard-J.npz``), so `resume` continues with the replay the shards held.
+    (``shards/shard-J.npz``), so `resume` continues with the replay the shards held. Its TensorBoard scalars add
+    the driver's replay ledger and failures at every evaluation (`apex_scalars`).
 
     Args:
         driver: the `ApexDriver` (not yet run, or restored by `resume`).
         out_dir: the run directory, as for `Trainer`.
-        **kwargs: `Trainer` arguments (evaluation, checkpoint_every, max_seconds, progress, ...).
+        **kwargs: `Trainer` arguments (evaluation, checkpoint_every, max_seconds, progress, ...;
+            ``worker_scalars`` defaults to `apex_scalars`).
     """
 
     def __init__(self, driver: ApexDriver, out_dir: str | os.PathLike | None = None, **kwargs: Any) -> None:
         self.driver = driver
+        kwargs.setdefault("worker_scalars", apex_scalars)
         super().__init__(driver.agent, out_dir, worker=driver, **kwargs)
 
     def _write_checkpoint_extra(self, folder: str) -> None:

@@ -42,11 +42,11 @@ central inference ``inference/calls``, ``inference/mean_batch``, ``inference/max
 Run segments and resumes: each `Trainer.train` call writes a new event file, made at its first event and
 named ``events.out.tfevents.<start step, 12 digits>.<unix time>.<host>.<pid>.spacegraph`` (so names sort in
 segment order). Before a segment starting at env step S writes, the events after S in the directory's earlier
-``*.spacegraph`` files are removed (those files are rewritten atomically; one left with no scalar is deleted):
-a run killed after its last checkpoint wrote points that its resume writes again, and a fresh run in an old
-run directory starts at 0. So the step axis goes on without duplicate or overlapping points for every reader
-(TensorBoard's Python loader, its Rust data server, which purges nothing, and pandas-style readers alike), as
-the metrics files are rewritten to the checkpoint's rows.
+``*.spacegraph`` files are removed (those files are rewritten atomically, a torn last record dropped; one left
+with no scalar is deleted): a run killed after its last checkpoint wrote points that its resume writes again.
+So the step axis goes on without duplicate or overlapping points whatever reads the files (TensorBoard, whether
+or not it purges a restarted run's orphaned points, or another event reader), as the metrics files are
+rewritten to the checkpoint's rows.
 """
 
 from __future__ import annotations

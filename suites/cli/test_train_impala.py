@@ -37,7 +37,7 @@ def test_train_and_resume_an_impala_config_in_one_process(tmp_path, capsys):
     assert "env steps     800 of 800" in out and "updates       20" in out
     assert [r["env_steps"] for r in rows(run)] == [400, 800]
     assert sorted(os.listdir(run)) == ["checkpoint", "episodes.csv", "learning_curve.png", "metrics.csv",
-                                       "metrics.jsonl"]
+                                       "metrics.jsonl", "tensorboard"]
     assert main(["train", "--resume", run, "--steps", "1200", "--quiet"]) == 0
     assert [r["env_steps"] for r in rows(run)] == [400, 800, 1200]
     assert rows(run)[-1]["updates"] == 30

@@ -1,0 +1,164 @@
+"""TensorBoard scalars of `spacegraph train` and `Trainer`, read back with TensorBoard's own `EventAccumulator`:
+tags and values equal the metrics rows and episodes at their env steps, ``--no-tensorboard`` writes none, a resume
+continues the step axis without a duplicated point, a run without the package goes on and says so once, a
+PyTorch run imports no TensorFlow, and Ape-X's replay ledger travels along."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from reference_agents.agents import build_agent
+from reference_agents.training import METRIC_COLUMNS, Trainer
+from reference_agents.training.scalars import EPISODE_TAGS, ROW_TAGS, read_events
+from spacegraph.cli import main
+from suites.cli.test_train import read_csv, read_jsonl, write_config
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+
+
+def scalars(run) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar point of ``run/tensorboard`` as TensorBoard reads it: ``{tag: [(step, value), ...]}``, all
+    points kept (no sampling) and none purged, so a duplicated or out-of-order point shows."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(os.path.join(run, "tensorboard"), size_guidance={"scalars": 0}, purge_orphaned_data=False)
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def f32(value) -> float:
+    return float(np.float32(value))
+
+
+def check_against_run_files(run) -> dict[str, list[tuple[int, float]]]:
+    """Checks that the scalars of ``run`` are exactly its metrics rows and episodes (env steps, float32 values, no
+    other point); returns them."""
+    points = scalars(run)
+    rows = read_jsonl(os.path.join(run, "metrics.jsonl"))
+    for key, tag in ROW_TAGS.items():
+        expected = [(r["env_steps"], f32(r[key])) for r in rows if r[key] is not None]
+        assert points.get(tag, []) == expected, tag
+    _, episodes = read_csv(os.path.join(run, "episodes.csv"))
+    for column, tag in zip(("return", "length"), EPISODE_TAGS):
+        assert points[tag] == [(int(e["end_step"]), f32(e[column])) for e in episodes], tag
+    return points
+
+
+def test_the_row_tags_cover_every_metric_column_but_the_step():
+    assert sorted(ROW_TAGS) == sorted(set(METRIC_COLUMNS) - {"env_steps"})
+    assert len(set(ROW_TAGS.values())) == len(ROW_TAGS)
+
+
+def test_train_writes_the_metrics_rows_and_episodes_as_scalars_at_env_steps(tmp_path):
+    run = str(tmp_path / "run")
+    assert main(["train", write_config(tmp_path), "--steps", "500", "--out", run, "--quiet"]) == 0
+    points = check_against_run_files(run)
+    assert sorted(points) == sorted(["eval/return", "eval/episodes", "train/return_100", "train/episodes",
+                                     "train/frames", "train/updates", "loss/last", "explore/epsilon",
+                                     "speed/steps_per_s", "speed/frames_per_s", "time/wall_s", "time/train_s",
+                                     "time/eval_s", "episode/return", "episode/length"])  # no screen, no target
+    assert [step for step, _ in points["eval/return"]] == [200, 400, 500]
+    assert points["explore/epsilon"][0] == (200, f32(1.0 - 0.9 * 200 / 400))
+    assert len(os.listdir(os.path.join(run, "tensorboard"))) == 1
+
+
+def test_no_tensorboard_writes_no_event_file(tmp_path):
+    run = tmp_path / "run"
+    assert main(["train", write_config(tmp_path), "--steps", "250", "--out", str(run), "--quiet",
+                 "--no-tensorboard"]) == 0
+    assert (run / "metrics.jsonl").exists() and not (run / "tensorboard").exists()
+    trainer = Trainer(build_agent(write_config(tmp_path)), tmp_path / "api", progress=False, tensorboard=False)
+    trainer.train(250)
+    assert (tmp_path / "api" / "metrics.jsonl").exists() and not (tmp_path / "api" / "tensorboard").exists()
+    with pytest.raises(ValueError, match="Trainer: tensorboard must be True or False"):
+        Trainer(build_agent(write_config(tmp_path)), tmp_path / "bad", tensorboard="no")
+
+
+def test_a_resume_continues_the_step_axis_without_a_duplicated_point(tmp_path):
+    """A run killed after its checkpoint at 400 had written points to 800 (the metrics files too): the resume
+    rewrites the metrics to the checkpoint's rows and the event files to its steps, then goes on to 1,000."""
+    run, saved = str(tmp_path / "run"), str(tmp_path / "checkpoint-at-400")
+    assert main(["train", write_config(tmp_path), "--steps", "400", "--out", run, "--quiet"]) == 0
+    shutil.copytree(os.path.join(run, "checkpoint"), saved)
+    assert main(["train", "--resume", run, "--steps", "800", "--quiet"]) == 0
+    assert [s for s, _ in scalars(run)["eval/return"]] == [200, 400, 600, 800]
+    shutil.rmtree(os.path.join(run, "checkpoint"))
+    shutil.rmtree(os.path.join(run, "checkpoint.old"))
+    shutil.copytree(saved, os.path.join(run, "checkpoint"))
+    first, _ = sorted(os.listdir(os.path.join(run, "tensorboard")))  # 0-400, and 400-800 past the checkpoint
+    with open(os.path.join(run, "tensorboard", first), "ab") as fh:  # killed in the middle of a record
+        fh.write(b"\x10\x00\x00")
+    assert main(["train", "--resume", run, "--steps", "1000", "--quiet"]) == 0
+    points = check_against_run_files(run)  # (no point twice, none out of order: the lists would differ)
+    assert [s for s, _ in points["eval/return"]] == [200, 400, 600, 800, 1000]
+    for tag, series in points.items():
+        steps = [s for s, _ in series]
+        assert steps == sorted(set(steps)), tag
+    files = sorted(os.listdir(os.path.join(run, "tensorboard")))  # the killed segment's file had no point <= 400
+    assert len(files) == 2 and files[0] == first and files[1].startswith("events.out.tfevents.000000000400.")
+    events, whole = read_events(os.path.join(run, "tensorboard", first))  # rewritten without its torn tail
+    assert whole and max(e.step for e in events) == 400
+
+
+def test_without_tensorboard_the_run_goes_on_and_says_so_once(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_tensorboard(name, *args, **kwargs):
+        if name.startswith("tensorboard"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tensorboard)
+    messages = io.StringIO()
+    trainer = Trainer(build_agent(write_config(tmp_path)), tmp_path / "run", stream=messages, progress=False)
+    trainer.train(250)
+    result = trainer.train(450)  # a second segment: still one message
+    assert [r["env_steps"] for r in result.history] == [200, 250, 400, 450]
+    assert (tmp_path / "run" / "metrics.jsonl").exists() and not (tmp_path / "run" / "tensorboard").exists()
+    assert messages.getvalue().count("tensorboard is not installed: no TensorBoard scalars in") == 1
+    assert "(pip install tensorboard); the metrics files are written as usual" in messages.getvalue()
+
+
+def test_a_pytorch_run_writes_scalars_without_importing_tensorflow(tmp_path):
+    code = ("import os, sys\n"
+            "from reference_agents.agents import build_agent\n"
+            "from reference_agents.training import Trainer\n"
+            f"Trainer(build_agent({write_config(tmp_path)!r}), {str(tmp_path / 'run')!r}, progress=False).train(250)\n"
+            "print('tensorflow' in sys.modules)\n"
+            f"print(len(os.listdir({str(tmp_path / 'run' / 'tensorboard')!r})))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["False", "1"], done.stdout
+
+
+def test_apex_runs_write_their_replay_ledger(tmp_path):
+    import yaml
+
+    from suites.agents.test_apex import small_config
+
+    config = tmp_path / "apex_small.yaml"
+    config.write_text(yaml.safe_dump(small_config()))
+    run = str(tmp_path / "run")
+    assert main(["train", str(config), "--executor", "local", "--workers", "2", "--shards", "2", "--steps", "300",
+                 "--eval-every", "150", "--screen-episodes", "1", "--out", run, "--quiet"]) == 0
+    points = check_against_run_files(run)
+    with open(os.path.join(run, "checkpoint", "apex.json")) as fh:
+        ledger = json.load(fh)["ledger"]   # written after the last evaluation, with nothing run between
+    last_step = read_jsonl(os.path.join(run, "metrics.jsonl"))[-1]["env_steps"]
+    for key in ("produced", "held", "evicted", "lost", "in_flight", "sampled", "learned"):
+        assert points[f"replay/{key}"][-1] == (last_step, f32(ledger[key])), key
+    for shard in ledger["shards"]:
+        for key in ("held", "sampled", "in_flight", "deaths"):
+            assert points[f"shards/{shard['name']}/{key}"][-1] == (last_step, f32(shard[key])), (shard["name"], key)
+    assert points["failures/workers"][-1] == points["failures/shards"][-1] == (last_step, 0.0)
+    assert ledger["produced"] > 0 and len(points["replay/produced"]) == len(points["eval/return"])

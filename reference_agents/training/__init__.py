@@ -5,6 +5,8 @@ A run directory holds::
     metrics.csv, metrics.jsonl   one row per evaluation (METRIC_COLUMNS), appended and flushed row by row
     episodes.csv                 one row per finished training episode (EPISODE_COLUMNS)
     learning_curve.png           training returns and evaluation means against env steps (needs matplotlib)
+    tensorboard/                 TensorBoard scalars of the rows and episodes at env steps (needs tensorboard;
+                                 tensorboard --logdir RUN/tensorboard; Trainer(tensorboard=False) writes none)
     checkpoint/                  the agent's checkpoint, worker.json and trainer.json (replaced atomically)
 
 Typical use (the ``spacegraph train`` command does the same)::
@@ -21,7 +23,7 @@ the mean return of ``episodes`` greedy episodes reaching ``target_return``, play
 Modules: `trainer` (`Trainer`, `train`), `evaluation` (`EvaluationProtocol`, `run_evaluation`,
 `evaluate_worker`), `result` (`TrainResult`), `files` (metrics, episodes and
 the learning curve), `checkpoints` (atomic checkpoints, trainer state, what a resume loads),
-`progress` (`ProgressBar`), `threads` (`set_framework_threads`).
+`progress` (`ProgressBar`), `threads` (`set_framework_threads`), `scalars` (the TensorBoard event files).
 """
 
 from __future__ import annotations

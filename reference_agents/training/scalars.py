@@ -230,6 +230,7 @@ class RunScalars:
         directory = os.path.join(run_dir, TENSORBOARD_DIR)
         try:
             trim_event_files(directory, step)
+            os.makedirs(directory, exist_ok=True)  # (here, so that a file in the way is told now)
             self.file = EventFile(directory, step)
         except ImportError:
             self._tell(stream, f"tensorboard is not installed: no TensorBoard scalars in {directory} "

@@ -129,6 +129,17 @@ def test_without_tensorboard_the_run_goes_on_and_says_so_once(tmp_path, monkeypa
     assert "(pip install tensorboard); the metrics files are written as usual" in messages.getvalue()
 
 
+def test_a_file_in_the_way_of_the_tensorboard_folder_is_told_once_and_the_run_goes_on(tmp_path):
+    messages = io.StringIO()
+    trainer = Trainer(build_agent(write_config(tmp_path)), tmp_path / "run", stream=messages, progress=False)
+    (tmp_path / "run" / "tensorboard").write_text("mine")
+    assert [r["env_steps"] for r in trainer.train(250).history] == [200, 250]
+    assert (tmp_path / "run" / "tensorboard").read_text() == "mine"
+    told = messages.getvalue()
+    assert told.count("no TensorBoard scalars in") == 1 and "File exists" in told, told
+    assert "the metrics files are written as usual" in told
+
+
 def test_a_pytorch_run_writes_scalars_without_importing_tensorflow(tmp_path):
     code = ("import os, sys\n"
             "from reference_agents.agents import build_agent\n"

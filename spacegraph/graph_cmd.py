@@ -20,6 +20,8 @@ import types
 import warnings
 from typing import Any, Callable
 
+from spacegraph.logs import VERBOSE_HELP, import_tensorflow_quietly
+
 FORMATS = ("html", "svg", "png", "dot", "tensorboard")
 
 
@@ -42,7 +44,7 @@ def _is_component_file(path: str) -> bool:
     return "component" in data
 
 
-def _load(args: argparse.Namespace, resolve_config: Callable[[str], str], quiet_tf: Callable[..., Any]) -> _Target:
+def _load(args: argparse.Namespace) -> _Target:
     """Builds the target of ``args``; a build error is kept in the result, not raised."""
     from harness.execution.executor import GraphExecutor
 
@@ -69,7 +71,7 @@ def _load(args: argparse.Namespace, resolve_config: Callable[[str], str], quiet_
             raise SystemExit(f"spacegraph graph: {exc}") from None
         backend = args.backend or "tf"
         if backend == "tf":
-            quiet_tf(args.verbose_logs)
+            import_tensorflow_quietly(args.verbose_logs)
         name = os.path.splitext(os.path.basename(text))[0] if is_file else text.rsplit(".", 1)[-1]
         try:
             root = factory()
@@ -83,15 +85,15 @@ def _load(args: argparse.Namespace, resolve_config: Callable[[str], str], quiet_
     if args.config or args.space:
         raise SystemExit("spacegraph graph: --config and --space are for components (spec files, class paths), "
                          "not agent configs")
-    from reference_agents.agents import ConfigError, build_agent, load_agent_config
+    from reference_agents.agents import ConfigError, build_agent, load_config, resolve_config_path
 
     try:
-        path = resolve_config(text)
-        config, _ = load_agent_config(path, {"backend": args.backend, "seed": args.seed})
+        path = resolve_config_path(text)
+        config, _ = load_config(path, {"backend": args.backend, "seed": args.seed})
     except ConfigError as exc:
         raise SystemExit(f"spacegraph graph: {exc}") from None
     if config.backend == "tf":
-        quiet_tf(args.verbose_logs)
+        import_tensorflow_quietly(args.verbose_logs)
     name = os.path.splitext(os.path.basename(path))[0]
     try:
         agent = build_agent(path, backend=args.backend, seed=args.seed)
@@ -243,10 +245,10 @@ def export_tensorboard(executor: Any, out_dir: str, methods: list[str] | None = 
 # ---- the command ----------------------------------------------------------------------------------
 
 
-def cmd_graph(args: argparse.Namespace, resolve_config: Callable[[str], str], quiet_tf: Callable[..., Any]) -> int:
+def cmd_graph(args: argparse.Namespace) -> int:
     from harness.graph.visualize import GraphvizMissing, write
 
-    target = _load(args, resolve_config, quiet_tf)
+    target = _load(args)
     fmt = args.format
     model = _model(target)
     if target.error is not None:
@@ -266,7 +268,7 @@ def cmd_graph(args: argparse.Namespace, resolve_config: Callable[[str], str], qu
         return 1
     if fmt == "tensorboard":
         out_dir = args.out or f"{target.name}-tensorboard"
-        quiet_tf(getattr(args, "verbose_logs", False))  # torch.utils.tensorboard imports TensorFlow when it is there
+        import_tensorflow_quietly(getattr(args, "verbose_logs", False))  # torch.utils.tensorboard imports TensorFlow when it is there
         results = export_tensorboard(target.executor, out_dir, args.api)
         for method, outcome in results:
             print(f"  {method}: {outcome}")
@@ -287,14 +289,12 @@ def cmd_graph(args: argparse.Namespace, resolve_config: Callable[[str], str], qu
     return 0
 
 
-def add_graph_parser(sub: Any, resolve_config: Callable[[str], str], quiet_tf: Callable[..., Any],
-                     verbose_help: str = "show TensorFlow's start-up and C++ log lines") -> argparse.ArgumentParser:
+def add_graph_parser(sub: Any, verbose_help: str = VERBOSE_HELP) -> argparse.ArgumentParser:
     """Adds ``spacegraph graph`` to the command's sub-parsers.
 
     Args:
         sub: the sub-parsers of the `spacegraph` parser.
-        resolve_config: turns an agent config argument (a file or a bare name) into a path.
-        quiet_tf: imports TensorFlow without its start-up noise (``quiet_tf(verbose)``).
+        verbose_help: the help of its ``--verbose`` flag.
     """
     graph = sub.add_parser(
         "graph", help="draw the built component graph (html, svg, png, dot) or export it to TensorBoard",
@@ -315,5 +315,5 @@ def add_graph_parser(sub: Any, resolve_config: Callable[[str], str], quiet_tf: C
     graph.add_argument("--seed", type=int, default=None, help="seed of the build (default 0, or the config's)")
     graph.add_argument("--verbose", dest="verbose_logs", action="store_true", default=argparse.SUPPRESS,
                        help=verbose_help)
-    graph.set_defaults(fn=lambda args: cmd_graph(args, resolve_config, quiet_tf))
+    graph.set_defaults(fn=cmd_graph)
     return graph

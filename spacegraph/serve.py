@@ -112,7 +112,7 @@ def cmd_actor(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from harness.execution.auth import TOKEN_ENV, channel_credentials, token_from
     from harness.execution.grpc_stream import run_remote_actor
-    from reference_agents.training.central_inference import REMOTE_BODIES
+    from reference_agents.agents.impala.central_inference import REMOTE_BODIES
 
     try:
         token = token_from(args.token_file)

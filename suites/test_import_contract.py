@@ -21,9 +21,12 @@ LAYERS = [
     ["spacegraph.cli"],                                  # the `spacegraph` command
     ["spacegraph"],                                      # demo, report scenarios against peers
     ["reference_agents.training"],                       # Trainer behind `spacegraph train`
-    ["reference_agents.agents.apex"],                    # Ape-X coordination (workers, shards, learner loop)
+    ["reference_agents.agents.apex",                     # each agent's distributed coordination: Ape-X (workers,
+     "reference_agents.agents.impala.actor_learner",     # shards, learner loop), IMPALA's actor-learner and
+     "reference_agents.agents.impala.central_inference"],  # central-inference workers
     ["reference_agents.workers"],                        # vectorised env workers
-    ["reference_agents.agents"],                         # agents: configs, root components, Listing-2 API
+    ["reference_agents.agents",                          # agents: the registry, shared config and checkpoint
+     "reference_agents.agents.apex.config"],             # parts, one folder per agent (graph, config, checkpoints)
     ["reference_agents.environments"],                   # env factories, Atari frames
     ["reference_agents.oracles"],                        # NumPy oracles and models of the components
     ["reference_agents"],                                # the component library (components/)

@@ -34,7 +34,7 @@ class CentralInference:
     repeat = 1
 
     def setup(self, network, actors):
-        require_module("reference_agents.training.central_inference")
+        require_module("reference_agents.agents.impala.central_inference")
         key = (network, actors, quick())
         if key not in _MEASURED:  # one measurement serves every track method run in this process
             seconds = 2.0 if quick() else 10.0

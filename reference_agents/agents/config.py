@@ -1,25 +1,12 @@
-"""Agent configs: a declarative YAML/JSON file (or dict) checked into typed sections with located errors.
-
-A DQN config has the sections below (all but ``env`` and ``network`` have
-defaults); ``reference_agents/configs/dqn_cartpole.yaml`` is a complete example::
-
-    agent: dqn
-    backend: torch            # tf | torch: the one key that picks the backend
-    seed: 0
-    env: {id: CartPole-v1, num_envs: 1, kwargs: {}, atari: false}
-    network: {layers: [{type: dense, units: 64, activation: relu}], dueling: false}
-    preprocessing: []         # stateless in-graph preprocessors (e.g. [{type: divide, divisor: 255}])
-    memory: {type: replay, capacity: 50000}          # or {type: prioritized, capacity, alpha, beta, epsilon}
-                              # or {type: frames, capacity, prioritized, form: host|graph, compression: lz4}
-    loss: {gamma: 0.99, double_q: true, huber_delta: 1.0, n_step: 1}
-    optimizer: {type: adam, learning_rate: 0.001, clip_grad_norm: 10.0}   # adam | sgd | rmsprop (+ their args)
-    exploration: {type: linear, from: 1.0, to: 0.02, steps: 10000}        # an EpsilonGreedy schedule
-    update: {batch_size: 64, start_after: 1000, every: 1, repeats: 1}    # in env steps
-    target_sync: {every: 500, tau: 1.0}                                  # in updates
-    evaluation: {every: 2500, screen_episodes: 10, episodes: 100, target_return: 475}   # `EvaluationConfig`
+"""Agent configs, the parts every agent shares: the loader (a declarative YAML/JSON file or dict checked
+into a pydantic model with located errors), `ConfigError`, the bare-name resolver and the sections every
+agent has (``env``, ``evaluation``, ``execution``). Each agent's own config class lives in its folder
+(`reference_agents.agents.dqn.config.DQNConfig`, ...); `reference_agents.agents.load_config` picks it by the
+config's ``agent`` key.
 
 "Solved" is the mean return of ``evaluation.episodes`` greedy episodes reaching ``evaluation.target_return``,
-played when a ``screen_episodes`` screen reaches it (see `EvaluationConfig`). Errors name the file and the key path (``dqn.yaml: update.batch_size: ...``).
+played when a ``screen_episodes`` screen reaches it (see `EvaluationConfig`). Errors name the file and the key
+path (``dqn.yaml: update.batch_size: ...``).
 """
 
 from __future__ import annotations
@@ -43,11 +30,13 @@ class ConfigError(ValueError):
         super().__init__("\n".join(lines))
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
+    """A config section: unknown keys are errors."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class EnvConfig(_Section):
+class EnvConfig(Section):
     """The environment the agent acts in (the worker and `spacegraph train` make it)."""
 
     id: str = Field(description="a gymnasium id, e.g. CartPole-v1 or ALE/Pong-v5")
@@ -56,70 +45,7 @@ class EnvConfig(_Section):
     atari: bool = Field(False, description="Atari frame processing env-side: gray 84x84, 4 stacked, uint8")
 
 
-class NetworkConfig(_Section):
-    """The Q-network: a `NeuralNetwork` layer list plus a Q-value layer or a dueling head."""
-
-    layers: list[dict[str, Any]] | Literal["nature", "impala_resnet"] = Field(
-        description="NeuralNetwork layer dicts, or 'nature' for the Nature DQN stack, 'impala_resnet' for "
-                    "IMPALA's deep ResNet")
-    dueling: bool = False
-
-
-class MemoryConfig(_Section):
-    """Replay: ``replay`` (uniform `ReplayMemory`), ``prioritized`` (`PrioritizedReplay`) or ``frames``
-    (frame-stack transitions with each frame stored once: `HostFrameReplay` with ``form: host``,
-    in-graph `FrameReplay` with ``form: graph``; uniform or prioritized by ``prioritized``)."""
-
-    type: Literal["replay", "prioritized", "frames"] = "replay"
-    capacity: int = Field(50_000, ge=1)
-    alpha: float = 0.6
-    beta: float = 0.4
-    epsilon: float = 1e-6
-    prioritized: bool = Field(True, description="frames only: proportional prioritized (else uniform) sampling")
-    form: Literal["host", "graph"] = Field("host", description="frames only: host-side NumPy store or graph "
-                                                                "variables (see docs/architecture.md)")
-    compression: Literal["lz4"] | None = Field(None, description="frames, form host only: LZ4 per frame")
-    frame_capacity: int | None = Field(None, ge=1, description="frames only: frame slots (default capacity + 1% "
-                                                                "+ two stacks)")
-    match_window: int | None = Field(None, ge=1, description="frames only: newest frames a new stack may reuse "
-                                                              "(default capacity / 500 within [64, 4096])")
-
-
-class LossConfig(_Section):
-    """`DQNLoss` arguments; ``n_step`` also sets how transitions are folded when observed."""
-
-    gamma: float = 0.99
-    double_q: bool = True
-    huber_delta: float | None = 1.0
-    n_step: int = Field(1, ge=1)
-
-
-class OptimizerConfig(_Section):
-    """An optimizer by ``type`` with its arguments (see `reference_agents.components.optimizers`)."""
-
-    model_config = ConfigDict(extra="allow")
-    type: Literal["adam", "sgd", "rmsprop"] = "adam"
-    learning_rate: float = 1e-3
-    clip_grad_norm: float | None = None
-
-
-class UpdateConfig(_Section):
-    """When to learn, in environment steps observed (summed over environments)."""
-
-    batch_size: int = Field(32, ge=1)
-    start_after: int = Field(1000, ge=0, description="no updates before this many env steps")
-    every: int = Field(1, ge=1, description="do `repeats` updates every `every` env steps")
-    repeats: int = Field(1, ge=1)
-
-
-class TargetSyncConfig(_Section):
-    """Target-network synchronisation, counted in updates."""
-
-    every: int = Field(500, ge=1)
-    tau: float = Field(1.0, gt=0.0, le=1.0)
-
-
-class EvaluationConfig(_Section):
+class EvaluationConfig(Section):
     """Greedy evaluation during training, and what counts as solved
     (`reference_agents.training.EvaluationProtocol` applies it).
 
@@ -153,7 +79,7 @@ _RENAMED_EVALUATION_KEYS = {"min_return": "target_return", "target": "target_ret
                             "eval_every": "every", "screen": "screen_episodes", "eval_envs": "envs"}
 
 
-class ExecutionConfig(_Section):
+class ExecutionConfig(Section):
     """Where the update runs: ``local`` (one device, the default) or ``sync-replicas``: synchronous
     replicas of the update on ``devices`` (one entry per replica; a name may repeat), built by the
     executor (`harness.execution.strategies.SyncReplicas`); which API methods run as a recorded graph
@@ -176,32 +102,12 @@ class ExecutionConfig(_Section):
         return self
 
 
-class DQNConfig(_Section):
-    """A whole DQN agent config (see the module docstring)."""
-
-    agent: Literal["dqn"] = "dqn"
-    backend: Literal["tf", "torch"] = "tf"
-    seed: int = 0
-    env: EnvConfig
-    network: NetworkConfig
-    preprocessing: list[dict[str, Any]] = Field(default_factory=list)
-    memory: MemoryConfig = Field(default_factory=MemoryConfig)
-    loss: LossConfig = Field(default_factory=LossConfig)
-    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
-    exploration: dict[str, Any] = Field(default_factory=lambda: {"type": "linear", "from": 1.0, "to": 0.05,
-                                                                 "steps": 10_000})
-    update: UpdateConfig = Field(default_factory=UpdateConfig)
-    target_sync: TargetSyncConfig = Field(default_factory=TargetSyncConfig)
-    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
-    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
-
-
 #: libyaml's safe loader where PyYAML was built with it (the same documents, about 8x faster: a config is read
 #: two or three times on every `spacegraph train` start), else PyYAML's own.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _read(path: str) -> Any:
+def read_config_file(path: str) -> Any:
     """The data in a YAML or JSON config file; `ConfigError` naming the file when it cannot be read or parsed."""
     try:
         with open(path, encoding="utf-8") as fh:
@@ -217,14 +123,59 @@ def _read(path: str) -> Any:
                                       f"{type(exc).__name__ if isinstance(exc, RecursionError) else exc}")]) from None
 
 
+#: The configs that come with the package (``dqn_cartpole``, ``impala_pong``, ...).
+CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+#: Where a bare config name is looked for, in order (relative to the current folder), before `CONFIG_DIR`.
+CONFIG_SEARCH = (".", "configs", os.path.join("reference_agents", "configs"))
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def resolve_config_path(text: str) -> str:
+    """THE name resolver: a config file path for ``text``, an existing file or a bare name (``dqn_cartpole``).
+
+    A bare name is ``NAME.yaml``/``.yml``/``.json`` in the current folder, in ``configs/`` (a project's), in
+    ``reference_agents/configs/`` (a checkout of this repository), and last in the installed package's
+    `CONFIG_DIR`: a checkout's file wins over the installed copy. `describe_config_path` says which was taken.
+
+    Raises:
+        ConfigError: naming ``text`` and, for a bare name, the folders searched and the configs there.
+    """
+    if os.path.isfile(text):
+        return text
+    bare = os.sep not in text and "/" not in text and not text.endswith(CONFIG_SUFFIXES)
+    if not bare:
+        raise ConfigError(text, [("", "no such file")])
+    folders = [*CONFIG_SEARCH, CONFIG_DIR]
+    for folder in folders:
+        for ext in CONFIG_SUFFIXES:
+            candidate = os.path.join(folder, text + ext)
+            if os.path.isfile(candidate):
+                return candidate
+    known = sorted(os.path.splitext(f)[0] for f in os.listdir(CONFIG_DIR) if f.endswith(CONFIG_SUFFIXES))
+    raise ConfigError(text, [("", f"no such file, and no config of that name in {', '.join(folders)} "
+                                  f"(there are: {', '.join(known) or 'none'})")])
+
+
+def describe_config_path(text: str, path: str) -> str:
+    """Which file the config argument ``text`` resolved to (the installed copy is named as such)."""
+    where = os.path.abspath(path)
+    config_dir = os.path.abspath(CONFIG_DIR)
+    if os.path.abspath(os.path.dirname(path)) == config_dir and \
+            not config_dir.startswith(os.path.abspath(os.curdir) + os.sep):
+        return f"{where} (the installed reference_agents package's copy of {text!r})"
+    return where
+
+
 def load_agent_config(config: str | os.PathLike | dict[str, Any] | BaseModel,
-                      overrides: dict[str, Any] | None = None, model: type[BaseModel] = DQNConfig) -> tuple[Any, str]:
-    """A checked config (a `DQNConfig` by default) and where it came from (the file path, or ``<dict>``).
+                      overrides: dict[str, Any] | None = None, *, model: type[BaseModel]) -> tuple[Any, str]:
+    """A config checked against ``model`` and where it came from (the file path, or ``<dict>``).
+
+    Most callers want `reference_agents.agents.load_config`, which picks ``model`` by the ``agent`` key.
 
     Args:
         config: a YAML or JSON file path, a dict of the same structure, or a config object.
         overrides: top-level keys to replace before checking (``{"backend": "tf", "seed": 3}``).
-        model: the config class to check against (`DQNConfig`, the IMPALA agent's `IMPALAConfig`, ...).
+        model: the config class to check against (`DQNConfig`, `IMPALAConfig`, a user agent's ``config_class``).
 
     Raises:
         ConfigError: naming the file, every key path at fault and what was expected.
@@ -235,7 +186,7 @@ def load_agent_config(config: str | os.PathLike | dict[str, Any] | BaseModel,
         data, source = dict(config), "<dict>"
     elif isinstance(config, (str, os.PathLike)):
         source = os.fspath(config)
-        data = _read(source)
+        data = read_config_file(source)
     else:
         raise ConfigError("<config>", [("", f"expected a file path, a dict or a {model.__name__}; got "
                                             f"{type(config).__name__}")])

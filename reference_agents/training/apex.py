@@ -83,7 +83,7 @@ class ApexTrainer(Trainer):
         moved into place."""
         shards = os.path.join(folder, SHARDS_DIR)
         os.makedirs(shards)
-        if self.driver._started:
+        if self.driver.started:
             self.driver.save_shards(os.path.abspath(shards))
         with open(os.path.join(folder, APEX_STATE), "w") as fh:
             json.dump({"config": self.driver.config.model_dump(by_alias=True), "ledger": self.driver.ledger(False),

@@ -22,7 +22,7 @@ from .files import METRICS_CSV
 CHECKPOINT = "checkpoint"
 OLD_CHECKPOINT = CHECKPOINT + ".old"
 WORKER_STATE, TRAINER_STATE = "worker.json", "trainer.json"
-_STATE_FORMAT = "spacegraph-trainer"
+TRAINER_STATE_FORMAT = "spacegraph-trainer"
 #: The prefix of the folders a save works in (a new checkpoint being written, or the ones it replaces).
 _WORK_PREFIX = ".checkpoint-"
 
@@ -85,7 +85,7 @@ def checkpoint_trainer_state(ckpt: str) -> dict[str, Any]:
         BadFileError: naming the file and what is wrong.
     """
     path = os.path.join(ckpt, TRAINER_STATE)
-    state = read_json(path, "a trainer state", formats=_STATE_FORMAT)
+    state = read_json(path, "a trainer state", formats=TRAINER_STATE_FORMAT)
     (history,) = fields(path, state, history=list)
     for key, kind in _TRAINER_STATE_TYPES.items():
         if state.get(key) is not None:

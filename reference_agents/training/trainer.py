@@ -12,9 +12,10 @@ from typing import Any, Callable, TextIO
 
 import numpy as np
 
-from reference_agents.workers import VectorEnvWorker, WorkerStats
+from reference_agents.agents.base import Agent
+from reference_agents.workers import VectorEnvWorker, Worker, WorkerStats
 
-from .checkpoints import _STATE_FORMAT, load_run, make_run_dir, write_checkpoint
+from .checkpoints import TRAINER_STATE_FORMAT, load_run, make_run_dir, write_checkpoint
 from .evaluation import EvaluationProtocol, evaluate_worker
 from .files import (
     LEARNING_CURVE, METRIC_COLUMNS, _clean, _fmt, append_episodes, append_metric_row, plot_learning_curve,
@@ -81,14 +82,14 @@ class Trainer:
         ValueError: naming an argument that is not a positive number.
     """
 
-    def __init__(self, agent: Any, out_dir: str | os.PathLike | None = None, *,
+    def __init__(self, agent: Agent, out_dir: str | os.PathLike | None = None, *,
                  evaluation: EvaluationProtocol | dict[str, Any] | Any | None = None, eval_every: int | None = None,
                  eval_episodes: int | None = None, eval_envs: int | None = None,
                  target_return: float | None = None, screen_episodes: int | None = None,
                  checkpoint_every: int | None = None,
                  max_seconds: float | None = None, progress: bool | None = None, log_evals: bool = False,
                  stream: TextIO | None = None, callback: Callable[["Trainer", WorkerStats], Any] | None = None,
-                 worker: VectorEnvWorker | None = None, tensorboard: bool = True,
+                 worker: Worker | None = None, tensorboard: bool = True,
                  worker_scalars: Callable[[Any], dict[str, float]] | None = None) -> None:
         for name, value in (("eval_every", eval_every), ("eval_episodes", eval_episodes), ("eval_envs", eval_envs),
                             ("screen_episodes", screen_episodes), ("checkpoint_every", checkpoint_every)):
@@ -97,7 +98,7 @@ class Trainer:
         if target_return is not None and (isinstance(target_return, bool)
                                           or not isinstance(target_return, (int, float))):
             raise ValueError(f"Trainer: target_return must be a number or None; got {target_return!r}")
-        base = evaluation if evaluation is not None else getattr(getattr(agent, "config", None), "evaluation", None)
+        base = evaluation if evaluation is not None else agent.config.evaluation
         if base is None and (eval_every is None or eval_episodes is None):
             raise ValueError("Trainer: give eval_every and eval_episodes (or evaluation=), or an agent whose config "
                              "has an evaluation section")
@@ -179,8 +180,7 @@ class Trainer:
         a run directory or without matplotlib)."""
         if self.out_dir is None:
             return None
-        env = getattr(getattr(getattr(self.agent, "config", None), "env", None), "id", "")
-        title = f"{type(self.agent).__name__} on {env} ({getattr(self.agent, 'backend', '')})".strip()
+        title = f"{type(self.agent).__name__} on {self.agent.config.env.id} ({self.agent.backend})"
         ok = plot_learning_curve(self._path(LEARNING_CURVE), self.worker.episodes, self.history,
                                  self.target_return, title)
         if not ok and not self._told_no_matplotlib:
@@ -193,13 +193,13 @@ class Trainer:
     # ---- checkpoints ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """The trainer's own state: counters, settings and metric history (JSON-safe)."""
-        return {"format": _STATE_FORMAT, "version": 1, "backend": getattr(self.agent, "backend", None),
+        return {"format": TRAINER_STATE_FORMAT, "version": 1, "backend": self.agent.backend,
                 "total_steps_target": self.total_steps_target,
                 "wall_seconds": self.wall_seconds, "train_seconds": self.train_seconds,
                 "solved_at_step": self.solved_at_step, "evaluation": self.evaluation.as_dict(),
                 "eval_every": self.eval_every, "eval_episodes": self.eval_episodes, "eval_envs": self.eval_envs,
                 "target_return": self.target_return, "checkpoint_every": self.checkpoint_every,
-                "agent_timesteps": int(getattr(self.agent, "timesteps", -1)), "saved_at": time.time(),
+                "agent_timesteps": int(self.agent.timesteps), "saved_at": time.time(),
                 "history": [{k: _clean(r.get(k)) for k in METRIC_COLUMNS} for r in self.history]}
 
     def save_checkpoint(self) -> str:
@@ -283,9 +283,9 @@ class Trainer:
         w = self.worker
         rate = (w.total_steps - self._bar_start_steps) / max(time.perf_counter() - self._call_start, 1e-9)
         fields = {"steps/s": f"{rate:,.0f}", "return(100)": _fmt(w.mean_return(100)), "eval": _fmt(self._recent_eval)}
-        epsilon = getattr(self.agent, "epsilon", None)
-        if callable(epsilon):
-            fields["eps"] = f"{epsilon():.3f}"
+        epsilon = self.agent.epsilon()
+        if epsilon is not None:
+            fields["eps"] = f"{epsilon:.3f}"
         return fields
 
     def _on_step(self, stats: WorkerStats) -> bool | None:
@@ -318,7 +318,7 @@ class Trainer:
         ev = evaluate_worker(self.worker, self.evaluation)
         self._phase = "io"
         w = self.worker
-        epsilon = getattr(self.agent, "epsilon", None)
+        epsilon = self.agent.epsilon()
         self._tick()
         row = {"env_steps": w.total_steps, "frames": w.total_frames, "wall_s": self.wall_seconds,
                "train_s": self.train_seconds, "eval_s": ev.seconds,
@@ -328,7 +328,7 @@ class Trainer:
                "eval_return": ev.mean, "eval_episodes": len(ev.returns),
                "screen_return": ev.screen_mean,
                "solved": None if self.target_return is None else int(ev.solved),
-               "epsilon": float(epsilon()) if callable(epsilon) else None,
+               "epsilon": None if epsilon is None else float(epsilon),
                "updates": w.total_updates, "last_loss": w.last_loss}
         self._recent_eval = row["eval_return"]
         return row

@@ -125,3 +125,10 @@ def concat_records(batches: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if not batches:
         return {k: np.zeros((0,)) for k in RECORD_KEYS}
     return {k: _concat_nested([b[k] for b in batches]) for k in RECORD_KEYS}
+
+
+def mean_episode_return(episodes: list[Episode], last: int = 100) -> float:
+    """The mean return of the last ``last`` of ``episodes`` (NaN when there is none)."""
+    if not episodes:
+        return math.nan
+    return float(np.mean([e.episode_return for e in episodes[-last:]]))

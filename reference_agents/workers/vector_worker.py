@@ -13,8 +13,8 @@ from harness.execution.inputs import default_validate
 from harness.spaces import Space, from_gymnasium
 from reference_agents.components.helpers.n_step import NStepAccumulator
 from reference_agents.workers.envs import EnvFactory, VectorEnv, index_value
-from reference_agents.workers.results import (Episode, SampleBatch, WorkerStats, concat_records, slice_records,
-                                               stack_records)
+from reference_agents.workers.results import (Episode, SampleBatch, WorkerStats, concat_records,
+                                               mean_episode_return, slice_records, stack_records)
 
 
 #: What `VectorEnvWorker._step` returns for no episodes, records or metrics (nothing appends to it).
@@ -443,9 +443,7 @@ class VectorEnvWorker:
 
     def mean_return(self, last: int = 100) -> float:
         """The mean return of the last ``last`` finished episodes (NaN before the first)."""
-        if not self.episodes:
-            return math.nan
-        return float(np.mean([e.episode_return for e in self.episodes[-last:]]))
+        return mean_episode_return(self.episodes, last)
 
     # ---- evaluation ---------------------------------------------------------------------
     def evaluate(self, num_episodes: int, num_envs: int | None = None, seed: int | None = None,

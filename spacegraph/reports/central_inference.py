@@ -72,8 +72,8 @@ def _executor(transport: str, actors: int, queues: dict, weights: dict) -> Any:
 
 def measure(mode: str, network: str, actors: int, seconds: float, transport: str, device: str | None) -> dict:
     """One point, in this process: frames/s learned from over ``seconds`` after every actor delivered."""
-    from reference_agents.training.actor_learner import ActorLearnerWorker, actor_learner_queues
-    from reference_agents.training.central_inference import CentralInferenceWorker
+    from reference_agents.agents.impala.actor_learner import ActorLearnerWorker, actor_learner_queues
+    from reference_agents.agents.impala.central_inference import CentralInferenceWorker
 
     agent = _agent(network, device)
     params = int(sum(v.size for v in agent.get_weights().values()))

@@ -64,7 +64,7 @@ class PointLog:
 def side_ours(seconds: float, actors: int, every: float, log: PointLog, executor: str) -> dict[str, Any]:
     start = time.perf_counter()
     from reference_agents.agents import build_agent
-    from reference_agents.training.actor_learner import ActorLearnerWorker
+    from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 
     agent = build_agent("impala_pong", backend="torch")
     worker = ActorLearnerWorker(agent, _executor_factory(executor, actors))

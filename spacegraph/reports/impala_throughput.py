@@ -86,7 +86,7 @@ def side_raw(env: str, actors: int, seconds: float) -> dict[str, Any]:
 
 def _executor_factory(kind: str, actors: int) -> Any:
     """``(rollout spec, episode spec, weight spec) -> executor`` of ``actors`` actor processes."""
-    from reference_agents.training.actor_learner import actor_learner_queues
+    from reference_agents.agents.impala.actor_learner import actor_learner_queues
 
     if kind == "ray":
         from harness.execution.ray.actor_learner import RayActorLearnerExecutor
@@ -100,7 +100,7 @@ def _executor_factory(kind: str, actors: int) -> Any:
 
 def side_ours(env: str, actors: int, seconds: float, executor: str = "tf-dist") -> dict[str, Any]:
     from reference_agents.agents import build_agent
-    from reference_agents.training.actor_learner import ActorLearnerWorker
+    from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 
     agent = build_agent(ENVS[env][0], backend="torch")
     worker = ActorLearnerWorker(agent, _executor_factory(executor, actors))
@@ -213,7 +213,7 @@ def side_curve_ours(env: str, actors: int, seconds: float) -> dict[str, Any]:
     side's start (imports and start-up included) for ``seconds``."""
     start = time.perf_counter()
     from reference_agents.agents import build_agent
-    from reference_agents.training.actor_learner import ActorLearnerWorker
+    from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 
     agent = build_agent(ENVS[env][0], backend="torch")
     worker = ActorLearnerWorker(agent, _executor_factory("tf-dist", actors))

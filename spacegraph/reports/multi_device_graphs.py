@@ -21,7 +21,7 @@ LOSSES = tuple(UPDATES)
 def dqn_graph(obs: int = 4, actions: int = 2, hidden: Sequence[int] = (16,), memory: bool = False) -> tuple[Any, dict]:
     """A `DQNGraph` (double Q, Adam with clipping) and its input spaces (``memory`` adds an in-graph replay)."""
     from harness.spaces import BoolBox, Dict, FloatBox, IntBox
-    from reference_agents.agents.dqn_graph import DQNGraph
+    from reference_agents.agents.dqn.graph import DQNGraph
 
     state = FloatBox((obs,))
     records = Dict(states=state, actions=IntBox(actions), rewards=FloatBox(()), terminals=BoolBox(),

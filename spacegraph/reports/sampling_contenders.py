@@ -52,9 +52,9 @@ def load_config(config: str | os.PathLike | dict[str, Any], capacity: int | None
     Raises:
         ConfigError: (from ``reference_agents.agents``) naming the file and key path of a bad config.
     """
-    from reference_agents.agents import load_agent_config
+    from reference_agents.agents import load_config
 
-    cfg, _ = load_agent_config(config)
+    cfg, _ = load_config(config)
     data = cfg.model_dump(by_alias=True)
     if capacity is not None:
         data["memory"]["capacity"] = int(capacity)

@@ -13,7 +13,7 @@ import yaml
 from harness.execution.transport import (
     InProcessRecordQueue, InProcessWeightStore, OutcomeUnknown, QueueClosed, ThreadActorLearnerExecutor)
 from reference_agents.agents import IMPALAAgent
-from reference_agents.training.actor_learner import ActorLearnerWorker, rollout_spec, to_record
+from reference_agents.agents.impala.actor_learner import ActorLearnerWorker, rollout_spec, to_record
 from reference_agents.workers import VectorEnvWorker
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "reference_agents", "configs", "impala_cartpole.yaml")

@@ -14,7 +14,7 @@ import yaml
 from harness.execution.transport import ThreadActorLearnerExecutor
 from reference_agents.agents import IMPALAAgent
 from reference_agents.training import Trainer
-from reference_agents.training.central_inference import CentralInferenceWorker, env_actor
+from reference_agents.agents.impala.central_inference import CentralInferenceWorker, env_actor
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "reference_agents", "configs", "impala_cartpole.yaml")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reference_agents.training.central_inference import REMOTE_BODIES, check_env_actor_args, env_actor
+from reference_agents.agents.impala.central_inference import REMOTE_BODIES, check_env_actor_args, env_actor
 
 
 def test_a_valid_env_section_and_seed_pass_with_the_config_defaults():

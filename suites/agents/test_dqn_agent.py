@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from reference_agents.agents import ConfigError, DQNAgent, build_agent
-from reference_agents.agents.config import load_agent_config
+from reference_agents.agents import load_config
 
 BACKENDS = [b for b in os.environ.get("SPACEGRAPH_BACKENDS", "tf,torch").split(",") if b]
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "reference_agents", "configs", "dqn_cartpole.yaml")
@@ -185,7 +185,7 @@ def test_config_errors_name_the_file_and_key(tmp_path):
     cfg["memroy"] = {}
     bad.write_text(yaml.safe_dump(cfg))
     with pytest.raises(ConfigError) as info:
-        load_agent_config(str(bad))
+        load_config(str(bad))
     text = str(info.value)
     assert str(bad) in text and "update.batch_size" in text and "memroy: Extra inputs" in text
     with pytest.raises(ConfigError, match=r"memory: PrioritizedReplay: alpha"):

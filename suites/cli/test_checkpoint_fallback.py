@@ -89,14 +89,14 @@ def test_a_missing_newest_checkpoint_resumes_from_checkpoint_old_and_says_so(dqn
 
 
 def test_an_impala_run_whose_newest_state_file_is_damaged_resumes_as_impala(tmp_path, capsys):
-    from spacegraph.train_impala import is_impala_run
+    from spacegraph.train import resumed_kind
     from suites.cli.test_train_impala import write_config as impala_config
 
     run = tmp_path / "run"
     assert main(["train", impala_config(str(tmp_path)), "--backend", "torch", "--steps", "800", "--checkpoint-every",
                  "400", "--out", str(run), "--quiet"]) == 0
     cut(run / "checkpoint" / "agent_state.npz", 0.3)
-    assert is_impala_run(str(run))  # (told by checkpoint.old: the newest is damaged)
+    assert resumed_kind(str(run)) == "impala"  # (told by checkpoint.old: the newest is damaged)
     capsys.readouterr()
     assert main(["train", "--resume", str(run), "--steps", "800", "--quiet"]) == 0
     err = capsys.readouterr().err

@@ -13,7 +13,7 @@ from harness.execution.serialization import BadFileError
 from harness.specs.coverage import coverage, format_report
 from harness.specs.loader import SpecError, load_spec
 from reference_agents.agents import ConfigError, DQNAgent
-from reference_agents.agents.config import load_agent_config
+from reference_agents.agents import load_config
 from spacegraph.cli import main
 from spacegraph.report import baselines
 from spacegraph.reports import read_result_json
@@ -28,7 +28,7 @@ def test_a_config_that_is_no_yaml_text_is_a_config_error(tmp_path, capsys, conte
     path = tmp_path / "broken.yaml"
     path.write_bytes(content)
     with pytest.raises(ConfigError, match=re.escape(f"{path}: 1 problem(s) in the agent config\n  <top>: {message}")):
-        load_agent_config(str(path))
+        load_config(str(path))
     assert main(["train", str(path), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert f"{path}: 1 problem(s)" in err and message in err and "Traceback" not in err

@@ -53,7 +53,9 @@ def no_work(monkeypatch):
     def work(*args, **kwargs):
         raise AssertionError("work started before --out was checked")
 
-    monkeypatch.setattr(cli, "resolve_config", work)
+    import reference_agents.agents as agents
+
+    monkeypatch.setattr(agents, "resolve_config_path", work)
     monkeypatch.setattr(runner, "run", work)
 
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from reference_agents.agents import ConfigError, build_agent, load_agent_config
+from reference_agents.agents import ConfigError, build_agent, load_config
 from reference_agents.training import EvaluationProtocol, Trainer, evaluate_worker, run_evaluation
 from reference_agents.workers import VectorEnvWorker
 from spacegraph.cli import main
@@ -146,11 +146,11 @@ def test_cli_flags_map_onto_the_protocol_and_resume_keeps_it(tmp_path, capsys, s
 
 
 def test_config_keys_and_their_errors(tmp_path, capsys):
-    config, _ = load_agent_config(write_config(tmp_path, evaluation={"target_return": 200, "screen_episodes": None}))
+    config, _ = load_config(write_config(tmp_path, evaluation={"target_return": 200, "screen_episodes": None}))
     assert EvaluationProtocol.from_config(config.evaluation) == EvaluationProtocol(
         every=200, episodes=2, screen_episodes=None, target_return=200.0)
     with pytest.raises(ConfigError) as info:
-        load_agent_config(write_config(tmp_path, evaluation={"min_return": 475}))
+        load_config(write_config(tmp_path, evaluation={"min_return": 475}))
     assert "evaluation: key 'min_return' is called 'target_return' here (evaluation.target_return)" in str(info.value)
     assert main(["train", write_config(tmp_path, evaluation={"eval_episodes": 100}), "--steps", "10"]) == 2
     err = capsys.readouterr().err

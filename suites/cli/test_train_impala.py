@@ -116,7 +116,7 @@ def test_distributed_impala_from_the_command_line_and_resume(tmp_path, capsys, e
 def test_the_distributed_summary_names_transport_faults_and_the_rollouts_they_lost():
     from types import SimpleNamespace
 
-    from spacegraph.train_impala import distributed_summary
+    from spacegraph.train.impala import distributed_summary
 
     executor = SimpleNamespace(num_actors=2, failures=[SimpleNamespace(message="actor 1 died; restarted")])
     worker = SimpleNamespace(executor=executor, received={1: 5, 0: 7}, transport_faults=[], lost_rollouts=0)

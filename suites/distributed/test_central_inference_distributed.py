@@ -12,7 +12,7 @@ import yaml
 from harness.execution.grpc_stream import GrpcActorLearnerExecutor
 from harness.execution.tf_dist import TFActorLearnerExecutor
 from reference_agents.agents import IMPALAAgent
-from reference_agents.training.central_inference import CentralInferenceWorker
+from reference_agents.agents.impala.central_inference import CentralInferenceWorker
 
 pytestmark = pytest.mark.distributed
 

@@ -21,7 +21,7 @@ from harness.execution.tf_dist import TFActorLearnerExecutor, TFRecordQueue
 from harness.execution.transport import QueueClosed
 from reference_agents.agents import IMPALAAgent
 from reference_agents.training import Trainer
-from reference_agents.training.actor_learner import ActorLearnerWorker
+from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 
 pytestmark = pytest.mark.distributed
 

@@ -126,7 +126,7 @@ def test_strategy_arguments_and_config_are_checked():
 
 def test_dqn_agent_config_selects_the_strategy():
     from reference_agents.agents.config import ConfigError
-    from reference_agents.agents.dqn_agent import DQNAgent
+    from reference_agents.agents.dqn.agent import DQNAgent
 
     base = {"env": {"id": "CartPole-v1"}, "network": {"layers": [{"type": "dense", "units": 8}]},
             "backend": "torch"}

@@ -133,7 +133,7 @@ def test_agent_config_errors_name_the_memory_key():
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_agent_samples_in_its_backends_layout(backend, monkeypatch):
     from reference_agents.agents import DQNAgent
-    from reference_agents.agents.replay_stores import BATCH_LAYOUTS
+    from reference_agents.agents.dqn.replay_stores import BATCH_LAYOUTS
 
     agent = DQNAgent(_pong_config(capacity=64, form="host"), backend=backend, seed=0)
     assert agent.replay.layout == BATCH_LAYOUTS[backend] == {"tf": "nhwc", "torch": "nchw_view"}[backend]

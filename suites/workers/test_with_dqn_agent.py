@@ -16,7 +16,7 @@ CONFIG = os.path.join(os.path.dirname(agents.__file__), "..", "configs", "dqn_ca
 def make_agent(exploration=None, **sections):
     """The CartPole DQN agent with config sections changed (``update={"start_after": 50}``) or, for
     ``exploration``, replaced. Tests pin every setting they rely on, so tuning the file breaks none."""
-    config, _ = agents.load_agent_config(CONFIG, {"backend": "torch", "seed": 3})
+    config, _ = agents.load_config(CONFIG, {"backend": "torch", "seed": 3})
     raw = config.model_dump(by_alias=True)
     for name, values in sections.items():
         raw[name] = {**raw[name], **values}

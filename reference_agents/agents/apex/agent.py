@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from reference_agents.agents.apex.config import load_apex_config
-from reference_agents.agents.dqn_agent import DQNAgent
+from reference_agents.agents.dqn.agent import DQNAgent
 
 #: The replay of a worker's and the learner's own graph: never written (the shards hold the replay).
 UNUSED_MEMORY = {"type": "replay", "capacity": 1}

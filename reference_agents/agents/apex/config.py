@@ -23,10 +23,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from reference_agents.agents.config import ConfigError, DQNConfig, _read, _Section, load_agent_config
+from reference_agents.agents.config import ConfigError, Section, load_agent_config, read_config_file
+from reference_agents.agents.dqn.config import DQNConfig
 
 
-class ApexSection(_Section):
+class ApexSection(Section):
     """The Ape-X topology and its schedules (the learner's updates are counted in learner updates)."""
 
     workers: int = Field(2, ge=1, description="acting workers (Ray actors), each on env.num_envs environments")
@@ -95,7 +96,7 @@ def load_apex_config(config: str | os.PathLike | dict[str, Any] | DQNConfig,
         data, source = dict(config), "<dict>"
     elif isinstance(config, (str, os.PathLike)):
         source = os.fspath(config)
-        data = _read(source)
+        data = read_config_file(source)
     else:
         raise ConfigError("<config>", [("", f"expected a file path, a dict or a config; got {type(config).__name__}")])
     if not isinstance(data, dict):

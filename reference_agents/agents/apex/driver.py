@@ -15,7 +15,6 @@ every transition: ``produced = held + evicted + lost`` (`ledger`).
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import shutil
 import sys
@@ -33,9 +32,10 @@ from reference_agents.agents.apex.learner import ApexLearner
 from reference_agents.agents.apex.shard import ReplayShard
 from reference_agents.agents.apex.agent import ApexAgent
 from reference_agents.agents.apex.worker import ApexWorker
-from reference_agents.agents.replay_stores import BATCH_LAYOUTS
+from reference_agents.agents.dqn.replay_stores import BATCH_LAYOUTS
 from reference_agents.components.explorations import apex_epsilons
 from reference_agents.workers import Episode, VectorEnvWorker, WorkerStats
+from reference_agents.workers.results import mean_episode_return
 
 SHARD_FILE = "shard-{}.npz"
 
@@ -462,11 +462,14 @@ class ApexDriver:
     def last_loss(self) -> float | None:
         return None if self.learner is None else self.learner.last_loss
 
+    @property
+    def started(self) -> bool:
+        """Whether `start` made the shards and workers."""
+        return self._started
+
     def mean_return(self, last: int = 100) -> float:
         """The mean return of the last ``last`` finished episodes of all workers (NaN before the first)."""
-        if not self.episodes:
-            return math.nan
-        return float(np.mean([e.episode_return for e in self.episodes[-last:]]))
+        return mean_episode_return(self.episodes, last)
 
     def evaluate(self, num_episodes: int, num_envs: int | None = None, seed: int | None = None,
                  max_steps: int | None = None) -> list[float]:

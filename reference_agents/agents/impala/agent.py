@@ -14,9 +14,9 @@ from harness.execution.serialization import BadFileError, read_npz
 from harness.execution.strategies import make_strategy
 from harness.graph.errors import SpacegraphError
 from harness.spaces import Space
-from reference_agents.agents.checkpoints import _atomic_savez
+from reference_agents.agents.checkpoints import atomic_savez
 from reference_agents.agents.config import ConfigError, discrete_env_spaces
-from reference_agents.agents.impala.checkpoints import IMPALACheckpointMixin
+from reference_agents.agents.impala.checkpoints import CHECKPOINT_FORMAT, IMPALACheckpointMixin
 from reference_agents.agents.impala.config import IMPALAConfig, load_impala_config
 from reference_agents.agents.impala.graph import IMPALAGraph
 from reference_agents.agents.impala.rollouts import RolloutBuilder, concat_rollouts
@@ -57,6 +57,9 @@ class IMPALAAgent(IMPALACheckpointMixin):
     Raises:
         ConfigError: naming the config file and key path for a bad config.
     """
+
+    config_class = IMPALAConfig
+    checkpoint_format = CHECKPOINT_FORMAT
 
     def __init__(self, config: Any, backend: str | None = None, seed: int | None = None,
                  state_space: Space | str | None = None, action_space: Space | str | None = None,
@@ -165,6 +168,10 @@ class IMPALAAgent(IMPALACheckpointMixin):
         self._last = {"states": batch, "actions": actions, "logits": None if logits is None else np.asarray(logits),
                       "before": before, "after": tuple(s[:n].copy() for s in self._state)}
         return actions[0] if single else actions
+
+    def epsilon(self) -> None:
+        """None: IMPALA samples its actions from the policy (no epsilon-greedy exploration)."""
+        return None
 
     def values(self, states: Any) -> np.ndarray:
         """The value estimates ``[N]`` of states (recurrent: from the slots' current state, not advanced)."""
@@ -311,7 +318,7 @@ class IMPALAAgent(IMPALACheckpointMixin):
                 "state_space": repr(self.state_space), "num_actions": self.num_actions}
         arrays = {"__meta__": np.array(json.dumps(meta))}
         arrays.update({f"w:{k}": v for k, v in self.get_weights().items()})
-        _atomic_savez(path, arrays)
+        atomic_savez(path, arrays)
         return path
 
     def import_model(self, path: str | os.PathLike) -> None:

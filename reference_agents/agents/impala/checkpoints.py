@@ -11,7 +11,7 @@ import numpy as np
 
 from harness.execution.serialization import BadFileError, fields, read_npz
 from reference_agents.agents.checkpoints import (
-    CHECKPOINT_STATE, CHECKPOINT_WEIGHTS, _atomic_savez, build_saved_agent, read_agent_state)
+    CHECKPOINT_STATE, CHECKPOINT_WEIGHTS, atomic_savez, build_saved_agent, read_agent_state)
 
 CHECKPOINT_FORMAT = "spacegraph-impala-checkpoint"
 
@@ -28,7 +28,7 @@ class IMPALACheckpointMixin:
     def save_checkpoint(self, directory: str) -> str:
         """Writes the checkpoint into ``directory`` (each file replaced atomically); returns the directory."""
         os.makedirs(directory, exist_ok=True)
-        _atomic_savez(os.path.join(directory, CHECKPOINT_WEIGHTS),
+        atomic_savez(os.path.join(directory, CHECKPOINT_WEIGHTS),
                       {f"w:{k}": v for k, v in self.executor.get_weights().items()})
         outbox = {}
         for i, rollout in enumerate(self.outbox):
@@ -42,7 +42,7 @@ class IMPALACheckpointMixin:
                 "action_space": repr(self.action_space), "saved_at": time.time(), "timesteps": self.timesteps,
                 "updates": self.updates, "rollouts_made": self.rollouts_made,
                 "rollouts_learned": self.rollouts_learned, "outbox": len(self.outbox), "tag": self._builder.tag}
-        _atomic_savez(os.path.join(directory, CHECKPOINT_STATE), {"__meta__": np.array(json.dumps(meta)), **outbox})
+        atomic_savez(os.path.join(directory, CHECKPOINT_STATE), {"__meta__": np.array(json.dumps(meta)), **outbox})
         return directory
 
     def restore(self, directory: str) -> None:

@@ -23,10 +23,10 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from reference_agents.agents.config import EnvConfig, EvaluationConfig, ExecutionConfig, _Section, load_agent_config
+from reference_agents.agents.config import EnvConfig, EvaluationConfig, ExecutionConfig, Section, load_agent_config
 
 
-class IMPALANetworkConfig(_Section):
+class IMPALANetworkConfig(Section):
     """The policy: a `NeuralNetwork` torso, optionally an `LSTM`, then logits and value heads."""
 
     layers: list[dict[str, Any]] | Literal["nature", "impala_resnet"] = Field(
@@ -35,14 +35,14 @@ class IMPALANetworkConfig(_Section):
     lstm_units: int | None = Field(None, ge=1, description="an LSTM of this size after the torso (None: none)")
 
 
-class RolloutConfig(_Section):
+class RolloutConfig(Section):
     """How actors cut experience into rollouts and how many the learner takes per update."""
 
     length: int = Field(20, ge=1, le=100, description="T: env steps per rollout (time-major [T, envs])")
     batch_size: int = Field(1, ge=1, description="rollouts per learner update (concatenated along the batch)")
 
 
-class IMPALALossConfig(_Section):
+class IMPALALossConfig(Section):
     """`IMPALALoss` (and `VTrace`) arguments."""
 
     gamma: float = Field(0.99, ge=0.0, le=1.0)
@@ -54,7 +54,7 @@ class IMPALALossConfig(_Section):
     reduction: Literal["sum", "mean"] = "sum"
 
 
-class IMPALAOptimizerConfig(_Section):
+class IMPALAOptimizerConfig(Section):
     """The optimizer (RMSProp as the paper; adam and sgd also) with its arguments."""
 
     model_config = ConfigDict(extra="allow")
@@ -63,7 +63,7 @@ class IMPALAOptimizerConfig(_Section):
     clip_grad_norm: float | None = Field(40.0, gt=0.0)
 
 
-class IMPALAConfig(_Section):
+class IMPALAConfig(Section):
     """A whole IMPALA agent config (see the module docstring)."""
 
     agent: Literal["impala"] = "impala"

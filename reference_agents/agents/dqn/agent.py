@@ -10,12 +10,13 @@ from harness.execution.executor import GraphExecutor
 from harness.execution.strategies import make_strategy
 from harness.graph.errors import SpacegraphError
 from harness.spaces import BoolBox, Dict, FloatBox, IntBox, Space
-from reference_agents.agents.checkpoints import CHECKPOINT_REPLAY, CHECKPOINT_STATE, CHECKPOINT_WEIGHTS, \
-    CheckpointMixin
+from reference_agents.agents.checkpoints import CHECKPOINT_REPLAY, CHECKPOINT_STATE, CHECKPOINT_WEIGHTS
 from reference_agents.agents.config import ConfigError, discrete_env_spaces, load_agent_config
-from reference_agents.agents.dqn_graph import RECORD_KEYS, DQNGraph
-from reference_agents.agents.replay_stores import GraphFrameReplay, GraphReplay, HostReplay
-from reference_agents.agents.staging import StagingMixin
+from reference_agents.agents.dqn.checkpoints import CHECKPOINT_FORMAT, CheckpointMixin
+from reference_agents.agents.dqn.config import DQNConfig
+from reference_agents.agents.dqn.graph import RECORD_KEYS, DQNGraph
+from reference_agents.agents.dqn.replay_stores import GraphFrameReplay, GraphReplay, HostReplay
+from reference_agents.agents.dqn.staging import StagingMixin
 from reference_agents.components.helpers import NStepAccumulator
 from reference_agents.components.memories import HostFrameReplay
 from reference_agents.components.memories.frame_replay import TRANSITION_SPACE
@@ -43,7 +44,7 @@ class DQNAgent(StagingMixin, CheckpointMixin):
         agent.update_on_schedule()
 
     Args:
-        config: a config file (YAML/JSON), dict or `DQNConfig` (see `reference_agents.agents.config`).
+        config: a config file (YAML/JSON), dict or `DQNConfig` (see `reference_agents.agents.dqn.config`).
         backend: overrides the config's ``backend`` (``"tf"`` or ``"torch"``).
         seed: overrides the config's ``seed`` (initial weights, exploration and replay sampling).
         state_space: the observation space without batch rank (default: the config env's).
@@ -53,9 +54,13 @@ class DQNAgent(StagingMixin, CheckpointMixin):
         ConfigError: naming the config file and key path for a bad config (component arguments included).
     """
 
+    config_class = DQNConfig
+    checkpoint_format = CHECKPOINT_FORMAT
+
     def __init__(self, config: Any, backend: str | None = None, seed: int | None = None,
                  state_space: Space | str | None = None, action_space: Space | str | None = None) -> None:
-        self.config, self.config_source = load_agent_config(config, {"backend": backend, "seed": seed})
+        self.config, self.config_source = load_agent_config(config, {"backend": backend, "seed": seed},
+                                                              model=DQNConfig)
         cfg = self.config
         self.state_space, self.action_space, self.num_actions = discrete_env_spaces(
             "DQN", cfg, self.config_source, state_space, action_space)

@@ -26,7 +26,7 @@ import numpy as np
 from harness.execution.grpc_protocol import RemoteBody
 from harness.execution.transport import QueueClosed, RecordSpec
 from reference_agents.agents.impala.rollouts import RolloutBuilder
-from reference_agents.training.actor_learner import ActorLearnerWorker
+from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 from reference_agents.workers import Episode, VectorEnv
 
 

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from reference_agents.agents.dqn_graph import RECORD_KEYS
+from reference_agents.agents.dqn.graph import RECORD_KEYS
 from reference_agents.components.helpers import NStepAccumulator
 
 

@@ -8,42 +8,14 @@ and actors started elsewhere reconnect to a learner resumed on the same ``--serv
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
 from typing import Any, Callable
 
 from spacegraph.serve import ServeOptions, actor_command, ensure_token, serve_options
+from spacegraph.train.common import (DEFAULT_TRAIN_STEPS, default_run_dir, fail, nothing_to_train, print_interrupted,
+                                     train_summary)
 
 EXECUTORS = ("local", "tf-dist", "ray", "seed")
-
-
-def is_impala_run(directory: str) -> bool:
-    """Whether a run directory's newest readable checkpoint holds an IMPALA agent (``checkpoint``, else
-    ``checkpoint.old``; damaged ones are passed over here, and reported by the resume)."""
-    from reference_agents.agents import BadFileError, checkpoint_format
-    from reference_agents.training.checkpoints import checkpoint_dirs
-
-    for ckpt in checkpoint_dirs(directory):
-        try:
-            return checkpoint_format(ckpt) == "spacegraph-impala-checkpoint"
-        except BadFileError:
-            continue
-    return False
-
-
-def wants_impala(args: argparse.Namespace, config_path: str | None) -> bool:
-    """IMPALA when resuming an IMPALA run or when the config says ``agent: impala``."""
-    if args.resume is not None:
-        return is_impala_run(args.resume)
-    if config_path is None:
-        return False
-    from reference_agents.agents import agent_kind
-
-    try:
-        return agent_kind(config_path) == "impala"
-    except ValueError:
-        return False
 
 
 def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: str | None,
@@ -52,10 +24,10 @@ def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: st
     inference serving actors started elsewhere (its token is read when the worker is made)."""
     if kind == "local":
         return None
-    from reference_agents.training.actor_learner import ActorLearnerWorker, actor_learner_queues
+    from reference_agents.agents.impala.actor_learner import ActorLearnerWorker, actor_learner_queues
 
     if kind == "seed":  # central inference: actors step environments, the learner acts (gRPC stream, or Ray)
-        from reference_agents.training.central_inference import CentralInferenceWorker
+        from reference_agents.agents.impala.central_inference import CentralInferenceWorker
 
         def make_queues(queues: Any) -> Any:
             if address is not None:
@@ -65,7 +37,7 @@ def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: st
             from harness.execution.grpc_stream import GrpcActorLearnerExecutor
 
             if serve is not None:
-                from reference_agents.training.central_inference import REMOTE_BODIES
+                from reference_agents.agents.impala.central_inference import REMOTE_BODIES
 
                 return GrpcActorLearnerExecutor(actors, queues, {}, host=serve.host, port=serve.port, spawn=False,
                                                 token=serve.token, bodies=REMOTE_BODIES, credentials=serve.credentials)
@@ -89,11 +61,10 @@ def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: st
     return lambda agent: ActorLearnerWorker(agent, make_executor, publish_every=publish_every)
 
 
-def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Callable[[str], int],
-                     summary: Callable[[Any, str], str], resolve_config: Callable[[str], str],
-                     describe_config: Callable[[str, str], str], default_steps: int) -> int:
+def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any]) -> int:
     """Runs (or resumes) an IMPALA training; returns the exit status."""
-    from reference_agents.agents import ConfigError, build_agent, load_config
+    from reference_agents.agents import (ConfigError, build_agent, describe_config_path, load_config,
+                                         resolve_config_path)
     from reference_agents.training import Trainer, set_framework_threads
 
     kind = args.executor or "local"
@@ -129,19 +100,18 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
             source = f"the checkpoint in {args.resume}"
             steps = args.steps or trainer.total_steps_target
         else:
-            path = resolve_config(args.config)
-            print(f"spacegraph train: config {describe_config(args.config, path)}", file=sys.stderr)
+            path = resolve_config_path(args.config)
+            print(f"spacegraph train: config {describe_config_path(args.config, path)}", file=sys.stderr)
             config, _ = load_config(path, {"backend": args.backend, "seed": args.seed})
             set_framework_threads(config.backend, args.threads)
             agent = build_agent(path, backend=args.backend, seed=args.seed)
-            stem = os.path.splitext(os.path.basename(path))[0]
-            out = args.out or os.path.join("runs", f"{stem}-{agent.backend}-{time.strftime('%Y%m%d-%H%M%S')}")
+            out = args.out or default_run_dir(path, agent.backend)
             if serve is not None:
                 ensure_token(serve, out)
             worker = factory(agent) if factory is not None else None
             trainer = Trainer(agent, out, worker=worker, **options)
             source = path
-            steps = args.steps or default_steps
+            steps = args.steps or DEFAULT_TRAIN_STEPS
         if kind != "local":
             ex = trainer.worker.executor
             where = (", ".join(ex.cluster["actor"]) if ex.cluster else getattr(ex, "address", None) and
@@ -157,23 +127,17 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any], fail: Ca
             trainer.worker.close()
         return fail(str(exc))
     try:
+        steps = nothing_to_train(trainer, steps)
         if trainer.worker.total_steps < steps:
             trainer.train(steps)
-        else:
-            print(f"spacegraph train: {trainer.out_dir} is already at {trainer.worker.total_steps:,} env steps "
-                  f"(--steps {steps:,}); nothing to train", file=sys.stderr)
     except KeyboardInterrupt:
-        result = trainer.result
-        if result is not None and result.checkpoint:
-            print(f"\ninterrupted at env step {result.total_steps:,}; checkpoint in {result.checkpoint}. "
-                  f"Continue with: spacegraph train --resume {result.out_dir}"
-                  + (f" --executor {kind}" if kind != "local" else ""), file=sys.stderr)
-        if result is not None:
-            print(summary(trainer, source))
+        print_interrupted(trainer, f" --executor {kind}" if kind != "local" else "")
+        if trainer.result is not None:
+            print(train_summary(trainer, source))
         return 130
     finally:
         trainer.worker.close()
-    print(summary(trainer, source))
+    print(train_summary(trainer, source))
     if kind != "local":
         print("\n".join(distributed_summary(trainer.worker, kind)))
     return 0

@@ -2,7 +2,7 @@
 
 Replicas are logical devices here (TF logical CPUs ``/cpu:0``-``/cpu:3``, PyTorch replicas on ``cpu``):
 the timings measure the strategy's overhead against the plain graph (``replicas=0``), not a speed-up
-(see reports/multi_device.md). samples/s = batch (DQN rows, IMPALA 5 x batch rollout steps) / time.
+(see reports/multi_device/report.md). samples/s = batch (DQN rows, IMPALA 5 x batch rollout steps) / time.
 """
 
 import os

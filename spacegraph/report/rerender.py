@@ -37,7 +37,8 @@ def provenance(result: Mapping[str, Any]) -> dict[str, str]:
     """``{"revision", "machine", "date", "versions"}`` of a measured result, as far as it records them.
 
     Reads the ``environment`` block of `harness.measure.machine.environment` or the top-level ``commit``,
-    ``machine`` (a string or a `harness.measure.host.facts` mapping) and ``date`` keys.
+    ``machine`` (a string or a mapping of platform, CPUs, GPUs and versions), ``machine_name`` and ``date``
+    keys.
     """
     env = result.get("environment")
     env = env if isinstance(env, dict) else {}
@@ -45,8 +46,13 @@ def provenance(result: Mapping[str, Any]) -> dict[str, str]:
     machine: Any = result.get("machine")
     if env.get("processor") or env.get("machine"):
         machine = ", ".join(str(env[k]) for k in ("processor", "machine") if env.get(k))
-    elif isinstance(machine, dict):
-        machine = ", ".join(f"{v}" for k, v in machine.items() if v not in (None, "", []))
+    elif isinstance(machine, dict):  # e.g. {"platform", "cpus", "cuda": [GPU names], "torch", ...}
+        gpus = machine.get("cuda") or machine.get("gpus")
+        parts = [result.get("machine_name"), machine.get("cpu") or machine.get("processor"), machine.get("platform"),
+                 f"{machine['cpus']} CPUs" if machine.get("cpus") else None,
+                 f"GPU: {', '.join(gpus)}" if gpus else "no GPU"]
+        env = {**{k: v for k, v in machine.items() if isinstance(v, str)}, **env}
+        machine = ", ".join(str(p) for p in parts if p)
     return {"revision": str(revision), "machine": str(machine or "unknown"),
             "date": str(env.get("date") or result.get("date") or "unknown"),
             "versions": ", ".join(f"{k} {env[k]}" for k in ("python", "numpy", "tensorflow", "torch") if env.get(k))}

@@ -6,26 +6,21 @@ the replicas on the given devices (cycled: ``--devices cuda:0`` puts every repli
 figure is the median of ``--repeats`` timed runs of at least ``--seconds`` each, after a warm-up, in one
 process. Samples are rows of the batch (DQN) or rollout steps ``T x B`` (IMPALA).
 
-Run::
-
-    python -m spacegraph.reports.multi_device --backend torch --devices cuda:0 --out DIR
-    python -m spacegraph.reports.multi_device --backend torch,tf --out reports   # here: logical CPUs
-
-``--backend torch`` never imports TensorFlow (the JSON records whether it was imported). TF devices
-default to logical CPUs ``/cpu:0``-``/cpu:3`` made before TensorFlow starts; PyTorch devices to ``cpu``.
-It writes ``multi_device.json`` and ``multi_device.md`` to ``--out`` (and ``multi_device.png`` where
-matplotlib is installed).
+`result_isolated` measures in a fresh interpreter; a PyTorch-only run never imports TensorFlow (the result
+records whether it was imported). TF devices default to logical CPUs ``/cpu:0``-``/cpu:3`` made before
+TensorFlow starts; PyTorch devices to ``cpu`` (``cuda:0``... where a GPU is given). The figure is the
+``multi_device`` scenario of ``spacegraph report``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any, Sequence
 
@@ -114,117 +109,79 @@ def measure(backends: Sequence[str], losses: Sequence[str], replicas: Sequence[i
     return rows
 
 
-def markdown(result: dict[str, Any]) -> str:
-    """The report text."""
-    lines = ["# Synchronous replicas: update throughput at 1, 2, 4 replicas", "",
-             f"Measured at commit `{result['commit']}` on {result['machine_name']} "
-             f"({result['machine']['cpus']} CPUs, 1-minute load average {result['machine']['load_average'][0]:.2f} "
-             f"at the start, {result['load_average_end'][0]:.2f} at the end), {result['date']}.", "",
-             f"Batch {result['batch']} (DQN: records; IMPALA: rollouts of 5 steps, so 5 x {result['batch']} "
-             f"samples per update), MLP {result['hidden']}; each figure the median of {result['repeats']} runs of "
-             f"at least {result['seconds']} s, the settings of a backend and loss timed in interleaved rounds. "
-             f"`single` is the graph without a strategy on the default device; `single on D` the same graph placed "
-             f"on the first device (the baseline replicas compare with: on PyTorch a placed step runs under a "
-             f"`torch.device` context, which costs per op even on `cpu`); `N replicas` the graph `SyncReplicas` "
-             f"expanded (N = 1 is the strategy's own overhead: sharding, the gradient tower, the weighted step).", "",
-             "Command:", "", "```bash", result["command"], "```", "",
-             "| backend | loss | setting | devices | updates/s | samples/s | rounds min-max (updates/s) | "
-             "vs single on the first device |",
-             "|---|---|---|---|---:|---:|---:|---:|"]
-    placed = {(r["backend"], r["loss"]): r["updates_per_s"] for r in result["rows"]
-              if r["setting"].startswith("single on")}
-    for r in result["rows"]:
-        ratio = r["updates_per_s"] / placed[(r["backend"], r["loss"])]
-        lines.append(f"| {r['backend']} | {r['loss']} | {r['setting']} | {', '.join(r['devices'])} | "
-                     f"{r['updates_per_s']:.1f} | {r['samples_per_s']:.0f} | "
-                     f"{min(r['rounds']):.0f}-{max(r['rounds']):.0f} | {ratio:.2f} |")
-    lines += ["", "## What these figures can and cannot show", "", result["note"], ""]
-    if result.get("tensorflow_imported") is not None:
-        lines += [f"TensorFlow imported by this run: {result['tensorflow_imported']}.", ""]
-    return "\n".join(lines)
+def result(backends: Sequence[str], losses: Sequence[str] = ("dqn", "impala"), replicas: Sequence[int] = (1, 2, 4),
+           devices: Sequence[str] | None = None, batch: int = 64, hidden: Sequence[int] = (64, 64),
+           seconds: float = 1.0, repeats: int = 3) -> dict[str, Any]:
+    """`measure` in this process with its settings, the machine and the devices recorded.
 
+    Args:
+        devices: the devices the replicas cycle over (e.g. ``["cuda:0"]``); None: TF logical CPUs
+            ``/cpu:0``-``/cpu:3`` (made before TensorFlow starts) and PyTorch ``cpu``.
 
-def plot(result: dict[str, Any], path: str) -> bool:
-    """A bar chart of samples/s per setting (False when matplotlib is missing)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    groups = sorted({(r["backend"], r["loss"]) for r in result["rows"]})
-    fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.2), squeeze=False)
-    for ax, (backend, loss) in zip(axes[0], groups):
-        rows = [r for r in result["rows"] if (r["backend"], r["loss"]) == (backend, loss)]
-        ax.bar([r["setting"].replace(" replicas", "").replace("single on ", "on\n") for r in rows],
-               [r["samples_per_s"] for r in rows])
-        ax.set_title(f"{backend} {loss}")
-        ax.set_xlabel("replicas")
-        ax.set_ylabel("samples/s")
-    fig.suptitle(f"SyncReplicas on {result['machine_name']}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spacegraph.reports.multi_device", description=__doc__.split("\n")[0])
-    parser.add_argument("--backend", default="torch,tf", help="comma list of tf, torch (default both)")
-    parser.add_argument("--devices", default=None,
-                        help="comma list of devices the replicas cycle over (default: tf /cpu:0-/cpu:3, torch cpu)")
-    parser.add_argument("--replicas", default="1,2,4", help="comma list of replica counts")
-    parser.add_argument("--loss", default="dqn,impala", help="comma list of dqn, impala")
-    parser.add_argument("--batch", type=int, default=64, help="rows per update (IMPALA: rollouts)")
-    parser.add_argument("--hidden", default="64,64", help="MLP layer sizes")
-    parser.add_argument("--seconds", type=float, default=1.0, help="minimum seconds per timed run")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--machine", default=None, help="the machine's name for the report (default: hostname)")
-    parser.add_argument("--out", required=True, help="folder for multi_device.json/.md(/.png)")
-    args = parser.parse_args(argv)
-    backends = [b.strip() for b in args.backend.split(",") if b.strip()]
+    Raises:
+        ValueError: naming the argument for an unknown backend or loss, no replica count, or a batch smaller
+            than the largest replica count.
+    """
     bad = [b for b in backends if b not in ("tf", "torch")]
     if bad or not backends:
-        parser.error(f"--backend: expected a comma list of tf, torch; got {args.backend!r}")
-    losses = [s.strip() for s in args.loss.split(",")]
-    if any(s not in ("dqn", "impala") for s in losses):
-        parser.error(f"--loss: expected a comma list of dqn, impala; got {args.loss!r}")
-    try:
-        replicas = [int(s) for s in args.replicas.split(",")]
-        hidden = [int(s) for s in args.hidden.split(",")]
-    except ValueError:
-        parser.error("--replicas and --hidden take comma lists of integers")
-    if args.batch < max(replicas):
-        parser.error(f"--batch {args.batch} must be at least the largest replica count {max(replicas)}")
-    given = [d.strip() for d in args.devices.split(",")] if args.devices else None
-    devices: dict[str, list[str]] = {}
+        raise ValueError(f"multi_device: backends: expected some of tf, torch; got {list(backends)!r}")
+    if not losses or any(s not in ("dqn", "impala") for s in losses):
+        raise ValueError(f"multi_device: losses: expected some of dqn, impala; got {list(losses)!r}")
+    if not replicas or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in replicas):
+        raise ValueError(f"multi_device: replicas: expected positive ints; got {list(replicas)!r}")
+    if batch < max(replicas):
+        raise ValueError(f"multi_device: batch {batch} must be at least the largest replica count {max(replicas)}")
+    given = list(devices) if devices else None
+    placed: dict[str, list[str]] = {}
     if "tf" in backends:
         from harness.backends.tf.devices import logical_cpus
 
-        cpus = logical_cpus(4)
-        devices["tf"] = given or cpus
+        placed["tf"] = given or logical_cpus(4)
     if "torch" in backends:
-        devices["torch"] = given or ["cpu"]
-    os.makedirs(args.out, exist_ok=True)
+        placed["torch"] = given or ["cpu"]
     load_start = list(os.getloadavg())
-    rows = measure(backends, losses, replicas, devices, args.batch, hidden, args.seconds, args.repeats)
-    real = given and any(d.startswith(("cuda", "/gpu", "gpu")) for d in given)
-    result = {"commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "machine_name": args.machine or platform.node(), "machine": {**_machine(backends), "load_average": load_start},
-              "command": "python -m spacegraph.reports.multi_device " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "batch": args.batch, "hidden": hidden, "seconds": args.seconds, "repeats": args.repeats,
-              "devices": devices, "rows": rows, "load_average_end": list(os.getloadavg()), "tensorflow_imported": "tensorflow" in sys.modules,
-              "note": ("Devices given: " + ", ".join(given) + ". Replicas beyond the number of devices share one. "
-                       if real else "") + NOTE_LOGICAL}
-    with open(os.path.join(args.out, "multi_device.json"), "w") as fh:
-        json.dump(result, fh, indent=1)
-    with open(os.path.join(args.out, "multi_device.md"), "w") as fh:
-        fh.write(markdown(result))
-    plotted = plot(result, os.path.join(args.out, "multi_device.png"))
-    print(f"wrote {args.out}/multi_device.json, multi_device.md{', multi_device.png' if plotted else ''}")
+    rows = measure(backends, losses, replicas, placed, batch, hidden, seconds, repeats)
+    real = bool(given) and any(d.startswith(("cuda", "/gpu", "gpu")) for d in given)
+    return {"commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "machine_name": platform.node(), "machine": {**_machine(backends), "load_average": load_start},
+            "batch": batch, "hidden": list(hidden), "seconds": seconds, "repeats": repeats, "devices": placed,
+            "rows": rows, "load_average_end": list(os.getloadavg()),
+            "tensorflow_imported": "tensorflow" in sys.modules,
+            "note": ("Devices given: " + ", ".join(given) + ". Replicas beyond the number of devices share one. "
+                     if real else "") + NOTE_LOGICAL}
+
+
+def result_isolated(timeout: float = 1800.0, **kwargs: Any) -> dict[str, Any]:
+    """`result` in a fresh interpreter (TensorFlow's logical CPUs need a runtime not started yet; a PyTorch-only
+    run never imports TensorFlow), with ``kwargs`` passed as JSON.
+
+    Raises:
+        RuntimeError: with the child's output tail when it fails; ValueError: for bad arguments (as `result`).
+    """
+    with tempfile.TemporaryDirectory(prefix="multi_device_") as tmp:
+        out = os.path.join(tmp, "result.json")
+        done = subprocess.run([sys.executable, "-m", "spacegraph.reports.multi_device", json.dumps(kwargs), out],
+                              capture_output=True, text=True, timeout=timeout)
+        if done.returncode == 2:
+            raise ValueError(done.stderr.strip().splitlines()[-1])
+        if done.returncode != 0 or not os.path.exists(out):
+            raise RuntimeError(f"multi_device child failed (status {done.returncode}): {done.stderr[-1500:]}")
+        with open(out) as fh:
+            return json.load(fh)
+
+
+def child_main(argv: Sequence[str]) -> int:
+    """The child of `result_isolated`: ``KWARGS_JSON OUT_PATH``; status 2 and one line for bad arguments."""
+    kwargs = json.loads(argv[0])
+    try:
+        measured = result(**kwargs)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    with open(argv[1], "w") as fh:
+        json.dump(measured, fh, indent=1)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(child_main(sys.argv[1:]))

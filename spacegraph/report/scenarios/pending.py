@@ -1,5 +1,5 @@
 """Figures whose measurement has not landed in this tree yet: distributed frames/s against workers (RLgraph
-Fig. 6), IMPALA throughput (Fig. 9) and multi-device update rates (Fig. 8). Each says what is missing and
+Fig. 6), and IMPALA throughput (Fig. 9). Each says what is missing and
 shows the published baselines alone (other hardware), so the report lists every figure of the issue.
 """
 
@@ -18,10 +18,6 @@ _PENDING = {
     "impala": ("IMPALA throughput", "RLgraph Fig. 9",
                [Panel(title="IMPALA-style throughput", x_label="workers", y_label="env frames/s", y_log=True)],
                "no IMPALA agent exists in this tree yet (only its v-trace and loss components)"),
-    "multi_device": ("Multi-device update rates", "RLgraph Fig. 8",
-                     [Panel(title="updates/s against devices", x_label="devices", y_label="updates/s")],
-                     "no multi-device strategy exists in this tree yet (harness/execution/strategies.py "
-                     "has the default single-device strategy only)"),
 }
 
 

@@ -2,7 +2,7 @@
 learning off and on, on the Ray executor and in one process; raw stepping of the same vector beside it.
 
 The full report, with Pong and RLlib's DQN at the same number of env runners, is
-``spacegraph.reports.apex_throughput`` (``reports/apex_throughput.md``). Rates are env frames per
+``spacegraph.reports.apex_throughput`` (``reports/apex/report.md``). Rates are env frames per
 wall-clock second over a fixed window after warm-up (a distributed run's rate is what its processes do
 together; CPU time of one process would miss the actors). ``SPACEGRAPH_BENCH_QUICK=1`` measures the
 in-process executor with one worker for a fraction of a second (no Ray started).

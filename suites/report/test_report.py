@@ -116,12 +116,12 @@ def test_every_registered_scenario_has_a_unique_name_and_a_figure():
     from spacegraph.report.registry import SCENARIOS
 
     assert list(SCENARIOS)[:5] == ["build", "act", "sampling", "replay", "learning"]
-    assert {"distributed", "impala", "multi_device"} <= set(SCENARIOS)
+    assert {"apex", "impala", "multi_device"} <= set(SCENARIOS)
 
 
 def test_published_baselines_name_source_place_hardware_and_what_was_measured():
     loaded = baselines.load(REPO / "reports" / "baselines")   # the checkout's (tox installs the package elsewhere)
-    assert {"build", "distributed", "impala"} <= set(loaded)
+    assert {"build", "apex", "impala"} <= set(loaded)
     for entries in loaded.values():
         for b in entries:
             assert b.source and b.where and b.hardware and b.measured and b.points

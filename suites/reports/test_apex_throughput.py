@@ -1,9 +1,10 @@
-"""The Ape-X throughput report: the side at RLlib's replay ratio, its config, ratios and verdicts."""
+"""The Ape-X throughput scenario: the side at RLlib's replay ratio, its config, ratios, verdicts and its figure."""
 
 import pytest
 
+from spacegraph.report.scenarios import apex as scenario
+from spacegraph.reports.apex_throughput import analysed, ratios, verdicts
 from spacegraph.reports.apex_throughput_measure import apex_config, rllib_steps_per_update
-from spacegraph.reports.apex_throughput_report import markdown, ratios, verdicts
 
 
 def _point(side, workers, learning, fps, **extra):
@@ -38,12 +39,29 @@ def test_ratios_and_verdicts_per_side_of_ours():
     assert by[("apex_rr", True)]["of_raw"] == pytest.approx(0.12)
     text = verdicts(rows, "pong")
     assert len(text) == 2
-    assert "ours (Ape-X on Ray): **not met**" in text[0] and "2.67x" in text[0]
-    assert "replay ratio: **met**" in text[1] and "4.00x" in text[1]
-    md = markdown({"environment": {"date": "d", "git_revision": "c", "machine": "m", "processor": "p",
-                                   "load_average_before": [0], "load_average_after": [0],
-                                   "measurement_seconds": 1.0},
-                   "points": points, "seconds_per_point": 15, "ratios": rows, "scaling": {}, "baselines": []})
-    assert "| replay ratio |" in md
-    assert "| 2 | on | ours, learner at RLlib's replay ratio | 1,200 | 6.0 | 1.33 | 90% | 15.0 |" in md
-    assert "| 2 | on | RLlib DQN | 300 | - | 1.33 |" in md
+    assert "ours (Ape-X on Ray): not met" in text[0] and "2.67x" in text[0]
+    assert "replay ratio: met" in text[1] and "4.00x" in text[1]
+    result = analysed({"environment": {"date": "d", "git_revision": "c", "machine": "m", "processor": "p"},
+                       "points": points, "seconds_per_point": 15})
+    (fig,) = scenario.figures(result)
+    (table,) = fig.tables  # no scaling model without the CPU costs of each role
+    assert [2, "on", "ours, learner at RLlib's replay ratio", 1200.0, 6.0, 1.33, "90%", 15.0] in table.rows
+    assert [2, "on", "RLlib DQN", 300.0, None, 1.33, "90%", 15.0] in table.rows
+    by_name = {r.name: r for r in fig.ratios}
+    matched = by_name["Ape-X pong 2 workers, learning on: ours, learner at RLlib's replay ratio / RLlib DQN"]
+    assert matched.value == pytest.approx(4.0) and matched.met is True
+    assert by_name["Ape-X pong 2 workers, learning on: ours (Ape-X on Ray) / RLlib DQN"].met is False
+    assert by_name["Ape-X pong 2 workers, learning off: ours / raw stepping"].value == pytest.approx(0.2)
+    assert fig.headline == ("Pong, learning on, ours / RLlib DQN frames/s at equal workers: lowest 2.67x over [2] "
+                            "workers (target >= 3x: missed)")
+    assert fig.peer_missing is None and fig.series and fig.raw is result
+
+
+def test_without_rllib_the_figure_says_so_and_shows_our_rate():
+    points = [_point("raw", 2, False, 10_000.0), _point("apex", 2, True, 800.0, updates_per_s=16.0),
+              _point("rllib", 2, True, 0.0, skipped="exit 1: ray.rllib cannot be imported (No module named 'tree')")]
+    del points[2]["frames_per_s"]
+    (fig,) = scenario.figures(analysed({"points": points, "seconds_per_point": 15}))
+    assert fig.peer_missing == "exit 1: ray.rllib cannot be imported (No module named 'tree')"
+    assert fig.headline == "Ape-X on pong, 2 workers, learning on: 800 frames/s"
+    assert not any("RLlib" in r.name for r in fig.ratios)

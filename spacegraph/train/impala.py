@@ -88,6 +88,10 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any]) -> int:
         return fail(str(exc))
     actors = (args.actors if kind in ("tf-dist", "seed") else args.workers) or 2
     factory = worker_factory(kind, actors, args.address, args.cluster_spec, args.publish_every or 1, serve)
+    if kind != "local":  # TensorBoard: the queue sizes and actor counts at every evaluation
+        from reference_agents.training.scalars import actor_learner_scalars, central_inference_scalars
+
+        options = dict(options, worker_scalars=central_inference_scalars if kind == "seed" else actor_learner_scalars)
     trainer = None
     try:
         if args.resume is not None:

@@ -173,3 +173,72 @@ def test_apex_runs_write_their_replay_ledger(tmp_path):
             assert points[f"shards/{shard['name']}/{key}"][-1] == (last_step, f32(shard[key])), (shard["name"], key)
     assert points["failures/workers"][-1] == points["failures/shards"][-1] == (last_step, 0.0)
     assert ledger["produced"] > 0 and len(points["replay/produced"]) == len(points["eval/return"])
+
+
+def impala_run(tmp_path, make_worker, worker_scalars):
+    """An IMPALA run of 800 env steps (rollouts of 10 steps x 4 envs) on ``make_worker(agent)`` (actor threads);
+    returns the worker and its scalars."""
+    from suites.cli.test_train_impala import write_config as impala_config
+
+    run = str(tmp_path / "run")
+    agent = build_agent(impala_config(str(tmp_path)), backend="torch", seed=1)
+    worker = make_worker(agent)
+    try:
+        Trainer(agent, run, worker=worker, worker_scalars=worker_scalars, progress=False).train(800)
+    finally:
+        worker.close()
+    return worker, check_against_run_files(run)
+
+
+def test_impala_actor_learner_runs_write_their_queue_sizes_and_rollout_counts(tmp_path):
+    from harness.execution.transport import ThreadActorLearnerExecutor
+    from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
+    from reference_agents.training.scalars import actor_learner_scalars
+
+    worker, points = impala_run(tmp_path, lambda agent: ActorLearnerWorker(
+        agent, lambda r, e, w: ThreadActorLearnerExecutor(2, {"rollouts": (r, 8), "episodes": (e, 10_000)}, w)),
+        actor_learner_scalars)
+    steps = [s for s, _ in points["eval/return"]]
+    assert [s for s, _ in points["actors/rollouts_learned"]] == steps
+    assert all(v * 10 * 4 == s for s, v in points["actors/rollouts_learned"])  # each rollout: 10 steps x 4 envs
+    assert points["actors/rollouts_learned"][-1][1] == sum(worker.received.values())
+    for tag in ("actors/failures", "actors/lost_rollouts", "actors/transport_faults"):
+        assert points[tag] == [(s, 0.0) for s in steps], tag
+    assert [s for s, _ in points["queue/rollouts"]] == [s for s, _ in points["queue/episodes"]] == steps
+    assert all(0 <= v <= 8 for _, v in points["queue/rollouts"])  # the queue's capacity
+
+
+def test_central_inference_runs_write_their_batched_calls(tmp_path):
+    from harness.execution.transport import ThreadActorLearnerExecutor
+    from reference_agents.agents.impala.central_inference import CentralInferenceWorker
+    from reference_agents.training.scalars import central_inference_scalars
+
+    worker, points = impala_run(tmp_path, lambda agent: CentralInferenceWorker(
+        agent, lambda queues: ThreadActorLearnerExecutor(2, queues, {}), 2), central_inference_scalars)
+    calls = [v for _, v in points["inference/calls"]]  # (the actors go on acting until the worker closes)
+    assert 0 < calls[0] and calls == sorted(calls) and calls[-1] <= sum(worker.batch_sizes.values())
+    assert all(1 <= v <= 2 for _, v in points["inference/mean_batch"])  # actors per call: 2 actors
+    for (step, n), (_, mean), (_, learned) in zip(points["inference/calls"], points["inference/mean_batch"],
+                                                  points["actors/rollouts_learned"]):
+        assert n * mean >= 10 * learned - 0.5, step  # each rollout learned took 10 requests answered
+    waits = [v for _, v in points["inference/max_wait_s"]]
+    assert waits == sorted(waits) and 0 <= waits[-1] <= f32(worker.max_wait)
+    assert points["actors/rollouts_learned"][-1][1] == sum(worker.received.values()) > 0
+    assert {f"queue/{name}" for name in worker.executor.queues} <= set(points)
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("executor, own_tags", [("seed", {"inference/calls", "inference/mean_batch"}),
+                                                ("tf-dist", {"queue/rollouts", "queue/episodes"})])
+def test_distributed_impala_from_the_command_line_writes_its_actor_scalars(tmp_path, executor, own_tags):
+    from suites.cli.test_train_impala import write_config as impala_config
+
+    run = str(tmp_path / "run")
+    assert main(["train", impala_config(str(tmp_path)), "--steps", "800", "--out", run, "--backend", "torch",
+                 "--quiet", "--executor", executor, "--actors", "2"]) == 0
+    points = check_against_run_files(run)
+    steps = [s for s, _ in points["eval/return"]]
+    assert own_tags <= set(points)
+    assert [s for s, _ in points["actors/rollouts_learned"]] == steps
+    assert all(v * 10 * 4 == s for s, v in points["actors/rollouts_learned"])  # each rollout: 10 steps x 4 envs
+    assert points["actors/failures"] == [(s, 0.0) for s in steps]

@@ -97,8 +97,8 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train an agent from a config; metrics, learning curve, checkpoints",
                            description="Train an agent from a config file with a vectorised worker: greedy "
                                        "evaluation every evaluation.every env steps, metrics.csv/.jsonl, "
-                                       "episodes.csv, learning_curve.png and a checkpoint (at the end and on "
-                                       "Ctrl-C; continue with --resume DIR).")
+                                       "episodes.csv, learning_curve.png, TensorBoard scalars (tensorboard/) "
+                                       "and a checkpoint (at the end and on Ctrl-C; continue with --resume DIR).")
     train.add_argument("config", nargs="?", help="a config file, or a name in reference_agents/configs "
                                                  "(dqn_cartpole); optional with --resume")
     train.add_argument("--backend", choices=["tf", "torch"], help="overrides the config's backend")

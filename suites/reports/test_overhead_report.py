@@ -1,6 +1,14 @@
-"""The overhead report's table says which targets are met from the figures it is given."""
+"""The overhead scenario's table and ratios say which targets are met from the figures they are given."""
 
-from spacegraph.reports.overhead import TARGETS, markdown
+from spacegraph.report.scenarios import overhead as scenario
+from spacegraph.reports.overhead import TARGETS
+
+
+def markdown(result):
+    """The scenario's table as Markdown lines, and its notes, as the report writes them."""
+    from harness.measure.figures import figure_markdown
+
+    return figure_markdown(scenario.figures(result)[0], None)
 
 
 def _result(update_torch):
@@ -29,15 +37,22 @@ def test_table_marks_targets_met_and_missed():
     assert ("| sampling worker/direct loop, Pong, 4 env(s): acting step by step, no replays (`execution.replay: "
             "false`) | - | - | 0.72 (0.70-0.74) |") in text
     assert "0.89 NOT met" in markdown(_result(0.89))
+    (fig,) = scenario.figures(_result(0.95))
+    verdicts = {r.name: r.met for r in fig.ratios}
+    assert verdicts["act framework/hand, batch 1, tf"] is True and verdicts["act framework/hand, batch 1, torch"] is False
+    assert verdicts["start-up: `spacegraph train dqn_cartpole` to first progress line (s), torch"] is False
+    assert not any("step by step" in name for name in verdicts)  # no target: no ratio
+    assert fig.headline == f"{sum(verdicts.values())} of {len(verdicts)} act, update, sampling and start-up measures " \
+                           "meet their targets"
 
 
 def test_the_header_says_whether_the_code_measured_had_uncommitted_changes():
     clean = dict(_result(0.95), uncommitted=[])
-    assert "Commit `abc1234`, CPU only" in markdown(clean)
+    assert "Code measured: abc1234; CPU only" in markdown(clean)
     dirty = dict(clean, uncommitted=[" M harness/execution/executor.py", "?? spacegraph/x.py"])
-    assert ("Commit `abc1234` with uncommitted changes (harness/execution/executor.py, spacegraph/x.py), CPU only"
+    assert ("Code measured: abc1234 with uncommitted changes (harness/execution/executor.py, spacegraph/x.py); CPU only"
             in markdown(dirty))
-    assert "Commit `abc1234` (git status unknown), CPU only" in markdown(dict(clean, uncommitted=None))
+    assert "Code measured: abc1234 (git status unknown); CPU only" in markdown(dict(clean, uncommitted=None))
 
 
 def test_after_the_import_is_the_median_of_the_per_pair_differences():

@@ -8,4 +8,5 @@ from spacegraph.report.scenarios import replay  # noqa: F401,I001
 from spacegraph.report.scenarios import learning  # noqa: F401,I001
 from spacegraph.report.scenarios import apex  # noqa: F401,I001
 from spacegraph.report.scenarios import multi_device  # noqa: F401,I001
+from spacegraph.report.scenarios import overhead  # noqa: F401,I001
 from spacegraph.report.scenarios import pending  # noqa: F401,I001

@@ -98,6 +98,8 @@ def read_events(path: str | os.PathLike) -> tuple[list[Any], bool]:
         ImportError: without the ``tensorboard`` package. OSError: when the file cannot be read.
     """
     event_pb2, crc = _protos()
+    from google.protobuf.message import DecodeError  # (protobuf: a dependency of tensorboard)
+
     with open(path, "rb") as fh:
         data = fh.read()
     events, at = [], 0
@@ -113,7 +115,7 @@ def read_events(path: str | os.PathLike) -> tuple[list[Any], bool]:
             return events, False
         try:
             events.append(event_pb2.Event.FromString(body))
-        except Exception:  # (protobuf's DecodeError) a record that is no Event
+        except DecodeError:  # a record that is no Event
             return events, False
         at = end + length + _CRC.size
     return events, True

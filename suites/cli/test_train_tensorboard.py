@@ -108,6 +108,31 @@ def test_a_resume_continues_the_step_axis_without_a_duplicated_point(tmp_path):
     assert whole and max(e.step for e in events) == 400
 
 
+def test_reading_an_event_file_stops_at_a_damaged_record(tmp_path):
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    from reference_agents.training.scalars import EventFile
+
+    writer = EventFile(str(tmp_path), 0)
+    writer.add([(1, {"a": 1.0}), (2, {"a": 2.0}), (3, {"a": None})])  # (no value: no event)
+    writer.close()
+    path = writer.path
+    events, whole = read_events(path)
+    assert whole and [(e.step, e.summary.value[0].simple_value) for e in events[1:]] == [(1, 1.0), (2, 2.0)]
+    assert events[0].file_version == "brain.Event:2"
+    data = bytearray(open(path, "rb").read())
+    data[-6] ^= 0xFF  # a flipped bit in the last record's value
+    (tmp_path / "flipped").write_bytes(bytes(data))
+    events, whole = read_events(tmp_path / "flipped")
+    assert not whole and [e.step for e in events] == [0, 1]
+    with open(path, "ab") as fh:
+        RecordWriter(fh).write(b"\xff\xff\xff")  # framing and checksums whole, but no Event in it
+        RecordWriter(fh).write(event_pb2.Event(step=4).SerializeToString())
+    events, whole = read_events(path)
+    assert not whole and [e.step for e in events] == [0, 1, 2]
+
+
 def test_without_tensorboard_the_run_goes_on_and_says_so_once(tmp_path, monkeypatch):
     import builtins
 

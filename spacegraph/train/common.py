@@ -79,7 +79,8 @@ def check_env_config(config, source: str) -> None:
 def train_summary(trainer, source: str) -> str:
     result, agent, w = trainer.result, trainer.agent, trainer.worker
     cfg = agent.config
-    files = [f for f in ("metrics.csv", "metrics.jsonl", "episodes.csv", "learning_curve.png", "checkpoint")
+    files = [f for f in ("metrics.csv", "metrics.jsonl", "episodes.csv", "learning_curve.png", "tensorboard",
+                         "checkpoint")
              if result.out_dir and os.path.exists(os.path.join(result.out_dir, f))]
     last = result.history[-1] if result.history else None
     if trainer.target_return is None:

@@ -57,9 +57,11 @@ def test_the_row_tags_cover_every_metric_column_but_the_step():
     assert len(set(ROW_TAGS.values())) == len(ROW_TAGS)
 
 
-def test_train_writes_the_metrics_rows_and_episodes_as_scalars_at_env_steps(tmp_path):
+def test_train_writes_the_metrics_rows_and_episodes_as_scalars_at_env_steps(tmp_path, capsys):
     run = str(tmp_path / "run")
     assert main(["train", write_config(tmp_path), "--steps", "500", "--out", run, "--quiet"]) == 0
+    assert "files         metrics.csv metrics.jsonl episodes.csv learning_curve.png tensorboard checkpoint" in \
+        capsys.readouterr().out
     points = check_against_run_files(run)
     assert sorted(points) == sorted(["eval/return", "eval/episodes", "train/return_100", "train/episodes",
                                      "train/frames", "train/updates", "loss/last", "explore/epsilon",
@@ -70,10 +72,12 @@ def test_train_writes_the_metrics_rows_and_episodes_as_scalars_at_env_steps(tmp_
     assert len(os.listdir(os.path.join(run, "tensorboard"))) == 1
 
 
-def test_no_tensorboard_writes_no_event_file(tmp_path):
+def test_no_tensorboard_writes_no_event_file(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["train", write_config(tmp_path), "--steps", "250", "--out", str(run), "--quiet",
                  "--no-tensorboard"]) == 0
+    files = "files         metrics.csv metrics.jsonl episodes.csv learning_curve.png checkpoint"
+    assert files in capsys.readouterr().out
     assert (run / "metrics.jsonl").exists() and not (run / "tensorboard").exists()
     trainer = Trainer(build_agent(write_config(tmp_path)), tmp_path / "api", progress=False, tensorboard=False)
     trainer.train(250)

@@ -86,7 +86,7 @@ class FrameReplayPeakMemory:
     """Peak resident memory of a process holding a 20k-transition `HostFrameReplay` of recycled Pong records
     (asv's ``peakmem``: the whole benchmark process, the interpreter and the rollout included; the store's
     own share is about 20k x 7.1 KB = 0.14 GB uncompressed). The 1M figures are in
-    ``reports/frame_replay_vs_rllib.md``."""
+    ``reports/frame_replay/report.md``."""
 
     params = [[None, "lz4"]]
     param_names = ["compression"]

@@ -13,7 +13,7 @@ Contenders (each prioritized, alpha 0.6, beta 0.4, as ``dqn_pong``):
   (``SampleBatch.compress(bulk=False)``: each ``obs`` / ``new_obs`` stack LZ4-packed on its own);
 * ``rllib``: the same buffer without compression (only where the memory it needs fits).
 
-Used by `frame_replay_measure`; the report is `frame_replay_peers`.
+Used by `frame_replay_measure`; the figure is the ``frame_replay`` scenario of ``spacegraph report``.
 """
 
 from __future__ import annotations

@@ -138,8 +138,7 @@ def measure(capacity: int = 100_000, num_envs: int = 4, steps: int = 1000, inser
         backends: backends of the subprocess sections.
         build_runs: fresh processes per backend timing ``build_agent("dqn_pong")`` (0: skip).
         records: the records to use instead of a Pong rollout (tests).
-        rllib_check: says why RLlib's ``RLLIB_MODULES`` do not import, None when they do
-            (`frame_replay_peers.measure` passes its own ``rllib_missing``).
+        rllib_check: says why RLlib's ``RLLIB_MODULES`` do not import, None when they do (tests pass their own).
     """
     load0, t_start = os.getloadavg(), time.perf_counter()
     t0 = time.perf_counter()
@@ -216,55 +215,6 @@ def measure(capacity: int = 100_000, num_envs: int = 4, steps: int = 1000, inser
     if build_runs:
         result["build"] = build_times(backends, build_runs)
     result["environment"] = environment(load0, time.perf_counter() - t_start)
-    result["verdicts"] = verdicts(result)
-    return result
-
-
-def redo_subprocesses(result: dict[str, Any], full: bool, full_fill: int, backends: tuple[str, ...],
-                      build_runs: int) -> dict[str, Any]:
-    """``result`` with its subprocess sections measured again (the rollout re-made from its config)."""
-    cfg = result["config"]
-    load0, t0 = os.getloadavg(), time.perf_counter()
-    if full:
-        records = pong_rollout(cfg["num_envs"], cfg["steps"])
-        result["full_process"] = full_process(records, backends, full_fill, cfg.get("full_updates") or 8)
-        cfg.update(full_fill=full_fill, full_updates=cfg.get("full_updates") or 8)
-    if build_runs:
-        result["build"] = build_times(backends, build_runs)
-        cfg["build_runs"] = build_runs
-    cfg["backends"] = list(backends)
-    env = environment(load0, time.perf_counter() - t0)
-    result["environment"]["subprocess_sections"] = {
-        "redone": [s for s, on in (("full_process", full), ("build", bool(build_runs))) if on],
-        "date": env["date"], "git_revision": env["git_revision"], "load_average_before": env["load_average_before"],
-        "load_average_after": env["load_average_after"], "measurement_seconds": env["measurement_seconds"]}
-    result["verdicts"] = verdicts(result)
-    return result
-
-
-def redo_in_process(kept: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """The in-process part (fill, rates, bytes) measured again with ``kept``'s configuration, ``kept``'s
-    subprocess sections (``full_process``, ``build``) carried over as they were measured.
-
-    ``kwargs`` go to `measure` (``rllib_check``, ``records`` in tests; a capacity, seconds or rounds other
-    than ``kept``'s). The environment records when the carried sections were measured under
-    ``subprocess_sections`` (``"kept": True``)."""
-    cfg = kept["config"]
-    args = {k: cfg[k] for k in ("capacity", "num_envs", "steps", "insert_batch", "seconds", "rounds")}
-    args.update(kwargs)
-    result = measure(full=False, build_runs=0, **args)
-    sections = [s for s in ("full_process", "build") if kept.get(s)]
-    for section in sections:
-        result[section] = kept[section]
-    result["config"].update(full_fill=cfg.get("full_fill"), full_updates=cfg.get("full_updates"),
-                            build_runs=cfg.get("build_runs", 0), backends=cfg.get("backends"))
-    if sections:
-        env = kept["environment"]
-        when = env.get("subprocess_sections") or {
-            "redone": sections, "date": env["date"], "git_revision": env["git_revision"],
-            "load_average_before": env["load_average_before"], "load_average_after": env["load_average_after"],
-            "measurement_seconds": env["measurement_seconds"]}
-        result["environment"]["subprocess_sections"] = dict(when, kept=True)
     result["verdicts"] = verdicts(result)
     return result
 

@@ -1,5 +1,5 @@
-"""Frame replay vs RLlib report (issue 13): a short run on tiny Pong data, the report's structure, the RLlib skip,
-and the whole-process child on a tiny fill. No speed asserts."""
+"""Frame replay vs RLlib (issue 13, the ``frame_replay`` scenario): a short run on tiny Pong data, its figure, the
+RLlib skip, and the whole-process child on a tiny fill. No speed asserts."""
 
 from __future__ import annotations
 
@@ -9,21 +9,27 @@ import json
 import numpy as np
 import pytest
 
-from spacegraph.reports import frame_replay_peers as frp
+from harness.measure.figures import plot_figure
+from spacegraph.report import rerender
+from spacegraph.report.registry import SCENARIOS
+from spacegraph.report.scenarios import frame_replay as scenario
+from spacegraph.reports import frame_replay_contenders as contenders
+from spacegraph.reports import frame_replay_measure
+from spacegraph.reports.rllib import rllib_missing
 
 SHORT = {"capacity": 300, "seconds": 0.3, "rounds": 2, "insert_batch": 16}
-HAVE_RLLIB = frp.rllib_missing(*frp.RLLIB_MODULES) is None
+HAVE_RLLIB = rllib_missing(*contenders.RLLIB_MODULES) is None
 
 
 @pytest.fixture(scope="module")
 def records():
     """A tiny real Pong rollout: 2 environments, 40 lockstep steps, 3-step records."""
-    return frp.pong_rollout(num_envs=2, steps=40)
+    return contenders.pong_rollout(num_envs=2, steps=40)
 
 
 @pytest.fixture(scope="module")
 def ours_only(records):
-    return frp.measure(records=records, rllib=False, **SHORT)
+    return frame_replay_measure.measure(records=records, rllib=False, **SHORT)
 
 
 def test_rollout_records_are_pong_stacks(records):
@@ -36,7 +42,7 @@ def test_rollout_records_are_pong_stacks(records):
 
 
 def test_stream_recycles_and_copies(records):
-    stream = frp.RecordStream(records)
+    stream = contenders.RecordStream(records)
     n = len(records["actions"])
     seen = 0
     while seen < n:  # chunks stop at the end of the rollout, then start again from its top
@@ -69,24 +75,26 @@ def test_structure_without_rllib(ours_only):
     assert "full_process" not in r and "build" not in r
 
 
-def test_report_files(ours_only, tmp_path):
-    paths = frp.write(ours_only, tmp_path)
-    assert set(paths) == {"md", "png", "json"} and all(p.exists() for p in paths.values())
-    text = paths["md"].read_text()
-    for heading in ("## Targets", "## Insert and sample rates", "## Bytes per transition", "## Method",
-                    "## Environment", "## Reproduce"):
-        assert heading in text
-    assert "RLlib not measured" in text
-    assert json.loads(paths["json"].read_text())["config"]["capacity"] == SHORT["capacity"]
-    # rewriting from the JSON gives the same Markdown
-    again = frp.main(["--from-json", str(paths["json"]), "--out-dir", str(tmp_path / "again")])
-    assert (tmp_path / "again" / f"{frp.STEM}.md").read_text() == text
-    assert again["config"] == ours_only["config"]
+def test_scenario_figure(ours_only, tmp_path):
+    (fig,) = scenario.figures(ours_only)
+    targets, rates, size = fig.tables
+    assert [row[0] for row in rates.rows] == [c["title"] for c in ours_only["contenders"].values()]
+    assert rates.rows[0][1] == SHORT["capacity"]
+    assert [row[3] for row in targets.rows] == [v["status"] for v in ours_only["verdicts"]]
+    assert size.rows[1][2] == ours_only["contenders"]["ours_lz4"]["accounted_bytes_per_transition"]
+    assert fig.ratios == [] and fig.peer_missing == ours_only["rllib_note"]
+    assert any(n.startswith("RLlib not measured") for n in fig.notes)
+    measured = [v for v in ours_only["verdicts"] if v["status"] != "not measured"]
+    assert fig.headline.startswith(f"{sum(v['status'] == 'met' for v in measured)} of {len(measured)} issue-13")
+    assert plot_figure(fig, tmp_path / "frame_replay.png")
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(ours_only))
+    assert rerender.rerender(path, SCENARIOS, ["frame_replay"]).figures[0].tables == fig.tables
 
 
-def test_rllib_part_skips_cleanly_when_missing(records, monkeypatch):
-    monkeypatch.setattr(frp, "rllib_missing", lambda *m: "ray[rllib] is not installed (test); pip install ...")
-    r = frp.measure(records=records, rllib=True, **dict(SHORT, seconds=0.1))
+def test_rllib_part_skips_cleanly_when_missing(records):
+    r = frame_replay_measure.measure(records=records, rllib=True, **dict(SHORT, seconds=0.1),
+                                     rllib_check=lambda *m: "ray[rllib] is not installed (test); pip install ...")
     assert set(r["contenders"]) == {"ours", "ours_lz4"}
     assert r["rllib_note"].startswith("ray[rllib] is not installed")
     assert "ray" not in r["versions"]
@@ -94,7 +102,7 @@ def test_rllib_part_skips_cleanly_when_missing(records, monkeypatch):
 
 @pytest.mark.skipif(not HAVE_RLLIB, reason="ray[rllib] is not installed")
 def test_with_rllib(records):
-    r = frp.measure(records=records, rllib=True, rllib_uncompressed=100, **dict(SHORT, seconds=0.2))
+    r = frame_replay_measure.measure(records=records, rllib=True, rllib_uncompressed=100, **dict(SHORT, seconds=0.2))
     assert {"rllib_lz4", "rllib"} <= set(r["contenders"])
     assert r["contenders"]["rllib"]["capacity"] == 100
     assert r["ratios"]["ours/rllib_lz4 sample"] > 0 and r["rllib_note"] is None
@@ -102,8 +110,8 @@ def test_with_rllib(records):
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch is not installed")
 def test_whole_process_child_on_a_tiny_fill(records):
-    (run,) = frp.full_process(records, ("torch",), fill_count=200, updates=1, compressions=("lz4",))
+    (run,) = frame_replay_measure.full_process(records, ("torch",), fill_count=200, updates=1, compressions=("lz4",))
     assert run["backend"] == "torch" and run["compression"] == "lz4" and run["capacity"] == 1_000_000
     assert 0 < run["valid"] <= 200 and run["replay_bytes"] > run["frame_bytes"] > 0
     assert run["peak_rss"] >= run["rss_filled"] > 0
-    assert run["replay_plus_margin"] == run["replay_bytes"] + frp.TARGETS["peak_margin"]
+    assert run["replay_plus_margin"] == run["replay_bytes"] + frame_replay_measure.TARGETS["peak_margin"]

@@ -5,6 +5,7 @@ from spacegraph.report.scenarios import build  # noqa: F401  (isort: skip: regis
 from spacegraph.report.scenarios import act  # noqa: F401,I001
 from spacegraph.report.scenarios import sampling  # noqa: F401,I001
 from spacegraph.report.scenarios import replay  # noqa: F401,I001
+from spacegraph.report.scenarios import frame_replay  # noqa: F401,I001
 from spacegraph.report.scenarios import learning  # noqa: F401,I001
 from spacegraph.report.scenarios import apex  # noqa: F401,I001
 from spacegraph.report.scenarios import multi_device  # noqa: F401,I001

@@ -10,7 +10,7 @@ from typing import Any
 from harness.execution.actors import ActorExecutor, InProcessActorExecutor
 from harness.execution.serialization import BadFileError, fields, read_json, verify_npz
 from reference_agents.agents.apex import ApexDriver
-from reference_agents.agents.apex.driver import SHARD_FILE
+from reference_agents.agents.apex.books import SHARD_FILE
 from reference_agents.agents.config import ConfigError
 
 from .checkpoints import (

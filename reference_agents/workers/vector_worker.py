@@ -10,9 +10,10 @@ from typing import Any, Callable
 import numpy as np
 
 from harness.execution.inputs import default_validate
-from harness.spaces import Space, from_gymnasium
 from reference_agents.components.helpers.n_step import NStepAccumulator
+from reference_agents.workers.checks import WorkerChecks
 from reference_agents.workers.envs import EnvFactory, VectorEnv, index_value
+from reference_agents.workers.greedy import GreedyEvaluation
 from reference_agents.workers.results import (Episode, SampleBatch, WorkerStats, concat_records,
                                                mean_episode_return, slice_records, stack_records)
 
@@ -21,7 +22,7 @@ from reference_agents.workers.results import (Episode, SampleBatch, WorkerStats,
 _NONE: list = []
 
 
-class VectorEnvWorker:
+class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
     """Runs an agent on N environments in lockstep: act (batched), step, observe, update.
 
     Each step makes one ``agent.get_actions(obs [N, ...], explore=explore)`` call,
@@ -163,104 +164,6 @@ class VectorEnvWorker:
                                 "seed": 0 if seed is None else seed, "env_kwargs": env_kwargs}
         args.update(kwargs)
         return cls(agent, **args)
-
-    # ---- configuration ------------------------------------------------------------------
-    def _agent_setting(self, name: str) -> Any:
-        config = getattr(self.agent, "config", None)
-        if isinstance(config, dict) and name in config:
-            return config[name]
-        if config is not None and hasattr(config, name):
-            return getattr(config, name)
-        return getattr(self.agent, name, None)
-
-    def _resolve(self, name: str, given: Any, default: Any, positive_int: bool = False) -> Any:
-        value = given if given is not None else self._agent_setting(name)
-        where = "argument" if given is not None else "agent config"
-        if value is None:
-            if default is None:
-                raise ValueError(f"VectorEnvWorker: worker-side n-step folding needs {name}: pass {name}= or use an "
-                                 f"agent whose config has {name!r}")
-            return default
-        if positive_int:
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-                raise ValueError(f"VectorEnvWorker: {name} ({where}) must be a positive int; got {value!r}")
-            return int(value)
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0.0 <= value <= 1.0:
-            raise ValueError(f"VectorEnvWorker: {name} ({where}) must be a number in [0, 1]; got {value!r}")
-        return float(value)
-
-    def _check_spaces(self) -> None:
-        try:
-            self._action_space = from_gymnasium(self.envs.action_space).with_batch_rank()
-        except ValueError:
-            self._action_space = None
-        self._action_bounds = None
-        self._action_shape = None if self._action_space is None else (self.num_envs,) + tuple(self._action_space.shape)
-        self._action_integer = self._action_space is not None and np.dtype(self._action_space.dtype).kind in "iu"
-        if self._action_integer:
-            low, high = np.asarray(self._action_space.low), np.asarray(self._action_space.high)
-            if low.size and (low == low.flat[0]).all() and (high == high.flat[0]).all():
-                self._action_bounds = (int(low.flat[0]), int(high.flat[0]))
-        # An agent that declares the environment's own action space (`action_space`, as both reference agents do:
-        # their act graphs' output space is it, so every action is in it by construction) is held to it here, once;
-        # its actions are then not checked again on every step, unless validate asks for it (about 1 us a step
-        # alone, 3 us inside a 1-env CartPole loop). Any other agent's actions are checked on every step.
-        declared = getattr(self.agent, "action_space", None)
-        self._trusted_actions = (not self.validate and self._action_space is not None and isinstance(declared, Space)
-                                 and declared.with_batch_rank() == self._action_space)
-        state_space = getattr(self.agent, "state_space", None)
-        self._state_space = None if state_space is None else state_space.with_batch_rank().without_bounds()
-        if self._state_space is None:
-            return
-        try:
-            env_space = from_gymnasium(self.envs.observation_space)
-        except ValueError:
-            return
-        # shape and dtype only: environments may step outside their declared bounds
-        if env_space.without_bounds() != state_space.without_bounds().strip_ranks():
-            raise ValueError(f"VectorEnvWorker: environment {self.envs.env_id!r} observes {env_space}, which does "
-                             f"not fit the agent's state_space {state_space} (shape and dtype must agree)")
-
-    def _check_observations(self, obs: Any, when: str) -> None:
-        if self._state_space is None:
-            return
-        reason = self._state_space.why_not(obs)
-        if reason is not None:
-            raise ValueError(f"VectorEnvWorker: observations of environment {self.envs.env_id!r} ({when}) do not fit "
-                             f"the agent's state_space {self._state_space}: {reason}")
-
-    def _check_actions(self, actions: Any, step: int, num_envs: int | None = None) -> np.ndarray:
-        arr = np.asarray(actions)
-        space = self._action_space
-        if space is None:
-            return arr
-        n = self.num_envs if num_envs is None else num_envs
-        want = self._action_shape if num_envs is None else (n,) + tuple(space.shape)
-        if arr.shape != want:
-            raise ValueError(f"VectorEnvWorker: agent.get_actions returned actions of shape {arr.shape} at worker step "
-                             f"{step}; expected {want} (one action of shape {tuple(space.shape)} for each of "
-                             f"{n} envs of {self.envs.env_id!r})")
-        integer = arr.dtype.kind in "iu" and self._action_integer
-        if integer and arr.size and self._action_bounds is not None:
-            # the per-step fast path for discrete actions; why_not only to explain a failure
-            low, high = self._action_bounds
-            if arr.size <= self.SMALL_ACTIONS:
-                # a few environments: Python's min and max over a list (about 0.5 us at 4 actions, 1.4 us at
-                # 16), not two NumPy reductions (2.3 and 4 us)
-                values = arr.ravel().tolist()
-                if low <= min(values) and max(values) <= high:
-                    return arr
-            elif low <= arr.min() and arr.max() <= high:
-                return arr
-        probe = arr.astype(space.dtype) if integer else arr
-        reason = space.why_not(probe)
-        if reason is not None:
-            core = space.strip_ranks()
-            rows = [i for i in range(n) if core.why_not(probe[i]) is not None]
-            raise ValueError(f"VectorEnvWorker: agent.get_actions returned actions outside the action space "
-                             f"{core} of {self.envs.env_id!r} at worker step {step} (envs {rows}, actions "
-                             f"{[probe[i].tolist() for i in rows]}): {reason}")
-        return arr
 
     # ---- environments -------------------------------------------------------------------
     def _start(self) -> None:
@@ -444,65 +347,6 @@ class VectorEnvWorker:
     def mean_return(self, last: int = 100) -> float:
         """The mean return of the last ``last`` finished episodes (NaN before the first)."""
         return mean_episode_return(self.episodes, last)
-
-    # ---- evaluation ---------------------------------------------------------------------
-    def evaluate(self, num_episodes: int, num_envs: int | None = None, seed: int | None = None,
-                 max_steps: int | None = None) -> list[float]:
-        """Greedy returns (``explore=False``) of ``num_episodes`` episodes on separate environments.
-
-        Nothing is observed and nothing is updated; the worker's own environments and counters are
-        untouched. The agent's stateful preprocessing is per environment slot, so evaluation uses slots
-        ``0..num_envs-1`` and restarts them before and after; the training episodes in progress lose
-        their preprocessing history (their frame stacks restart), which for agents without stateful
-        preprocessing changes nothing.
-
-        Args:
-            num_episodes: how many episodes to finish, a positive int.
-            num_envs: environments evaluated in lockstep; default ``min(num_episodes, N)``.
-            seed: environment ``i`` gets ``seed + i``; default ``self.seed + 10_000``.
-            max_steps: an optional bound on lockstep steps, after which unfinished episodes are dropped.
-
-        Returns:
-            The returns of ``num_episodes`` episodes: environment ``i`` runs
-            ``num_episodes // n`` of them (one more for the first ``num_episodes % n``), so
-            short episodes are not over-represented; grouped by environment. Fewer when
-            ``max_steps`` cut the evaluation short.
-        """
-        for name, value in (("num_episodes", num_episodes), ("num_envs", num_envs), ("max_steps", max_steps)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
-                                      or value <= 0):
-                raise ValueError(f"VectorEnvWorker.evaluate: {name} must be a positive int; got {value!r}")
-        n = int(num_envs) if num_envs is not None else min(int(num_episodes), self.num_envs)
-        envs = VectorEnv(self.env_id, n, self.env_kwargs or None)
-        reset_pre = getattr(self.agent, "reset_preprocessor", None)
-        try:
-            obs = envs.reset(seed=self.seed + 10_000 if seed is None else seed)
-            self._check_observations(obs, "evaluation reset")
-            if reset_pre is not None:
-                reset_pre(list(range(n)))
-            # Each environment runs a fixed quota of episodes (env i: episodes i, i+n, ...), so short
-            # episodes are not over-represented, as they would be by taking the first to finish.
-            quota = np.array([num_episodes // n + (1 if i < num_episodes % n else 0) for i in range(n)])
-            finished: list[list[float]] = [[] for _ in range(n)]
-            running = np.zeros(n, np.float64)
-            steps = 0
-            while any(len(f) < q for f, q in zip(finished, quota)) and (max_steps is None or steps < max_steps):
-                actions = self._check_actions(self.agent.get_actions(obs, explore=False), steps, n)
-                _, rewards, terminated, truncated, _, obs = envs.step(actions)
-                running += rewards
-                steps += 1
-                ended = np.flatnonzero(terminated | truncated)
-                for i in ended:
-                    if len(finished[i]) < quota[i]:
-                        finished[i].append(float(running[i]))
-                    running[i] = 0.0
-                if ended.size and reset_pre is not None:
-                    reset_pre([int(i) for i in ended])
-            return [r for f in finished for r in f]
-        finally:
-            envs.close()
-            if reset_pre is not None:
-                reset_pre(list(range(max(n, self.num_envs))))
 
     # ---- checkpoints --------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

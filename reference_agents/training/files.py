@@ -25,16 +25,17 @@ METRICS_CSV, METRICS_JSONL, EPISODES_CSV = "metrics.csv", "metrics.jsonl", "epis
 LEARNING_CURVE = "learning_curve.png"
 
 
-def _fmt(value: Any, digits: int = 1) -> str:
+def format_number(value: Any, digits: int = 1) -> str:
     """A number for people: ``-`` for None/NaN."""
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
-def _num(value: Any) -> float:
+def as_float(value: Any) -> float:
+    """``value`` as a float, NaN for None."""
     return math.nan if value is None else float(value)
 
 
-def _clean(value: Any) -> Any:
+def json_scalar(value: Any) -> Any:
     """A JSON-safe scalar: NaN and infinities become None, NumPy scalars Python ones."""
     if isinstance(value, (np.generic,)):
         value = value.item()
@@ -61,7 +62,7 @@ def _csv_text(columns: tuple[str, ...], rows: list[dict[str, Any]], header: bool
     if header:
         writer.writerow(columns)
     for row in rows:
-        writer.writerow(["" if _clean(row.get(c)) is None else _clean(row.get(c)) for c in columns])
+        writer.writerow(["" if json_scalar(row.get(c)) is None else json_scalar(row.get(c)) for c in columns])
     return buf.getvalue()
 
 
@@ -72,7 +73,7 @@ def _episode_rows(episodes: list[Any], first_index: int) -> list[dict[str, Any]]
 
 
 def _metrics_jsonl(rows: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps({k: _clean(r.get(k)) for k in METRIC_COLUMNS}) + "\n" for r in rows)
+    return "".join(json.dumps({k: json_scalar(r.get(k)) for k in METRIC_COLUMNS}) + "\n" for r in rows)
 
 
 def rewrite_run_files(out_dir: str, history: list[dict[str, Any]], episodes: list[Any]) -> int:
@@ -132,7 +133,7 @@ def plot_learning_curve(path: str, episodes: list[Any], history: list[dict[str, 
         window = min(100, len(returns))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
         ax.plot(steps[window - 1:], smooth, color="tab:blue", lw=1.5, label=f"mean of last {window} episodes")
-    evals = [(r["env_steps"], r["eval_return"]) for r in history if _clean(r.get("eval_return")) is not None]
+    evals = [(r["env_steps"], r["eval_return"]) for r in history if json_scalar(r.get("eval_return")) is not None]
     if evals:
         xs, ys = zip(*evals)
         ax.plot(xs, ys, "o-", color="tab:orange", ms=4, label="greedy evaluation mean")

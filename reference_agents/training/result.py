@@ -6,7 +6,7 @@ import dataclasses
 import math
 from typing import Any
 
-from .files import _num
+from .files import as_float
 
 
 @dataclasses.dataclass
@@ -43,7 +43,7 @@ class TrainResult:
     @property
     def final_eval_return(self) -> float:
         """The last evaluation's mean return (NaN before the first)."""
-        return _num(self.history[-1]["eval_return"]) if self.history else math.nan
+        return as_float(self.history[-1]["eval_return"]) if self.history else math.nan
 
     @property
     def steps_per_s(self) -> float:

@@ -260,7 +260,7 @@ def measure_raw(env: str, workers: int, learning: bool, seconds: float) -> dict[
 
 
 def _session_dir() -> str:
-    from harness.execution.ray.executor import _session_dir as session
+    from harness.execution.ray.executor import ray_session_dir as session
 
     return session()
 

@@ -160,7 +160,7 @@ class RayActorExecutor(ActorExecutor):
                     raise RuntimeError(f"RayActorExecutor: {where} refused this process's token (missing or "
                                        f"wrong): {JOIN_TOKEN_HELP}") from None
                 raise RuntimeError(f"RayActorExecutor: cannot start or join {where}: {exc}") from exc
-        self.session_dir = _session_dir()
+        self.session_dir = ray_session_dir()
         self._closed = False
 
     def start(self, name: str, factory: Callable[..., Any], *args: Any, restarts: int = 0, cpus: float = 0.0,
@@ -248,7 +248,7 @@ def _refused_token(exc: BaseException | None) -> bool:
     return False
 
 
-def _session_dir() -> str:
+def ray_session_dir() -> str:
     try:
         from ray._private.worker import _global_node  # noqa: PLC0415 - private, only for the session path
 

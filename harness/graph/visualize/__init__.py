@@ -21,11 +21,11 @@ from __future__ import annotations
 import os
 import shutil  # noqa: F401  (`visualize.shutil`: tests patch `shutil.which` through it)
 
-from harness.graph.visualize.dot import GraphvizMissing, _dot_str, _graph_label, _node_label, _wrap, render, to_dot
-from harness.graph.visualize.html import _APP_JS, _HTML, JS_LIBRARIES, _asset, _elements, to_html
+from harness.graph.visualize.dot import GraphvizMissing, render, to_dot
+from harness.graph.visualize.html import JS_LIBRARIES, to_html
 from harness.graph.visualize.model import (
     API_NODE, DEFAULT_DEVICE_COLOR, DEVICE_COLORS, FAILED_COLOR, STATUSES, ApiEdge, ComponentNode, GraphModel,
-    VariableInfo, _space_text, _variables,
+    VariableInfo,
 )
 
 __all__ = [

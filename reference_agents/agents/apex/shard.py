@@ -34,15 +34,15 @@ class HostRecordReplay(HostFrameReplay):
 
     def __init__(self, capacity: int, alpha: float = 0.6, beta: float = 0.4, epsilon: float = 1e-6,
                  seed: int | None = None, prioritized: bool = True) -> None:
-        from reference_agents.components.memories.prioritized_replay import _number
+        from reference_agents.components.memories.prioritized_replay import checked_number
 
         if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
             raise ValueError(f"HostRecordReplay: capacity must be a positive int; got {capacity!r}")
         self.capacity = int(capacity)
         self.prioritized = bool(prioritized)
-        self.alpha = _number("HostRecordReplay", "alpha", alpha, 0.0, None, True) if prioritized else 0.0
-        self.beta = _number("HostRecordReplay", "beta", beta, 0.0, 1.0, True) if prioritized else 0.0
-        self.epsilon = _number("HostRecordReplay", "epsilon", epsilon, 0.0, None, False)
+        self.alpha = checked_number("HostRecordReplay", "alpha", alpha, 0.0, None, True) if prioritized else 0.0
+        self.beta = checked_number("HostRecordReplay", "beta", beta, 0.0, 1.0, True) if prioritized else 0.0
+        self.epsilon = checked_number("HostRecordReplay", "epsilon", epsilon, 0.0, None, False)
         self.trees = HostSumMinTrees(self.capacity)
         self.max_priority = np.float32(1.0)
         self.rng = np.random.default_rng(seed)

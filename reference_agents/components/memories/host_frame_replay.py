@@ -89,14 +89,14 @@ class HostFrameReplay:
                  seed: int | None = None) -> None:
         if compression not in COMPRESSIONS:
             raise ValueError(f"HostFrameReplay: compression must be one of {COMPRESSIONS}; got {compression!r}")
-        from reference_agents.components.memories.prioritized_replay import _number
+        from reference_agents.components.memories.prioritized_replay import checked_number
 
         self.index = FrameIndex(capacity, frame_shape, stack, frame_capacity, match_window, owner="HostFrameReplay")
         self.capacity, self.stack, self.frame_shape = self.index.capacity, self.index.stack, self.index.frame_shape
         self.prioritized = bool(prioritized)
-        self.alpha = _number("HostFrameReplay", "alpha", alpha, 0.0, None, True) if prioritized else 0.0
-        self.beta = _number("HostFrameReplay", "beta", beta, 0.0, 1.0, True) if prioritized else 0.0
-        self.epsilon = _number("HostFrameReplay", "epsilon", epsilon, 0.0, None, False)
+        self.alpha = checked_number("HostFrameReplay", "alpha", alpha, 0.0, None, True) if prioritized else 0.0
+        self.beta = checked_number("HostFrameReplay", "beta", beta, 0.0, 1.0, True) if prioritized else 0.0
+        self.epsilon = checked_number("HostFrameReplay", "epsilon", epsilon, 0.0, None, False)
         self.compression = compression
         fc = self.index.frame_capacity
         if compression == "lz4":

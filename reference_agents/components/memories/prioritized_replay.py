@@ -13,7 +13,9 @@ from reference_agents.components.memories.replay_memory import (
 from reference_agents.components.memories.segment_tree import SegmentTree
 
 
-def _number(owner: str, argument: str, value: Any, low: float, high: float | None, closed_low: bool) -> float:
+def checked_number(owner: str, argument: str, value: Any, low: float, high: float | None, closed_low: bool) -> float:
+    """``value`` as a float in ``(low, high]`` (``[low, high]`` with ``closed_low``); ValueError naming ``owner``
+    and ``argument`` otherwise."""
     ok = not isinstance(value, bool) and isinstance(value, (int, float))
     if ok:
         ok = (value >= low if closed_low else value > low) and (high is None or value <= high)
@@ -66,9 +68,9 @@ class PrioritizedReplay(Component):
     def __init__(self, capacity: int, alpha: float = 0.6, beta: float = 0.4, epsilon: float = 1e-6,
                  scope: str = "prioritized_replay") -> None:
         capacity = check_positive_int("PrioritizedReplay", "capacity", capacity)
-        alpha = _number("PrioritizedReplay", "alpha", alpha, 0.0, None, True)
-        beta = _number("PrioritizedReplay", "beta", beta, 0.0, 1.0, True)
-        epsilon = _number("PrioritizedReplay", "epsilon", epsilon, 0.0, None, False)
+        alpha = checked_number("PrioritizedReplay", "alpha", alpha, 0.0, None, True)
+        beta = checked_number("PrioritizedReplay", "beta", beta, 0.0, 1.0, True)
+        epsilon = checked_number("PrioritizedReplay", "epsilon", epsilon, 0.0, None, False)
         leaves = 1 << (capacity - 1).bit_length()
         self.memory = ReplayMemory(capacity, scope="memory")
         self.sum_tree = SegmentTree(leaves, "sum", scope="sum_tree")

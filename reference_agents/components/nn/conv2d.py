@@ -14,7 +14,7 @@ from reference_agents.components.common.arguments import check_layer_options, ch
 PADDINGS = ("valid", "same")
 
 
-def _pair(owner: str, argument: str, value: Any) -> tuple[int, int]:
+def positive_pair(owner: str, argument: str, value: Any) -> tuple[int, int]:
     """``value`` as a pair of positive ints (an int stands for both); ValueError naming ``argument`` otherwise."""
     items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(items) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0 for v in items):
@@ -103,8 +103,8 @@ class Conv2D(Component):
                  kernel_initializer: Any = "glorot_uniform", bias_initializer: Any = "zeros",
                  scope: str = "conv2d") -> None:
         filters = check_positive_int("Conv2D", "filters", filters)
-        kernel_size = _pair("Conv2D", "kernel_size", kernel_size)
-        strides = _pair("Conv2D", "strides", strides)
+        kernel_size = positive_pair("Conv2D", "kernel_size", kernel_size)
+        strides = positive_pair("Conv2D", "strides", strides)
         if padding not in PADDINGS:
             raise ValueError(f"Conv2D: padding must be one of {PADDINGS}; got {padding!r}")
         check_layer_options("Conv2D", activation, use_bias, kernel_initializer, bias_initializer)

@@ -8,7 +8,7 @@ import numpy as np
 
 from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, Space
-from reference_agents.components.nn.conv2d import (PADDINGS, _pair, check_image_space, conv_output_size, fold_images,
+from reference_agents.components.nn.conv2d import (PADDINGS, positive_pair, check_image_space, conv_output_size, fold_images,
                                                    unfold_images)
 
 
@@ -35,8 +35,8 @@ class MaxPool2D(Component):
 
     def __init__(self, pool_size: int | tuple[int, int] = 2, strides: int | tuple[int, int] | None = None,
                  padding: str = "valid", scope: str = "max_pool2d") -> None:
-        pool_size = _pair("MaxPool2D", "pool_size", pool_size)
-        strides = pool_size if strides is None else _pair("MaxPool2D", "strides", strides)
+        pool_size = positive_pair("MaxPool2D", "pool_size", pool_size)
+        strides = pool_size if strides is None else positive_pair("MaxPool2D", "strides", strides)
         if padding not in PADDINGS:
             raise ValueError(f"MaxPool2D: padding must be one of {PADDINGS}; got {padding!r}")
         super().__init__(scope=scope)

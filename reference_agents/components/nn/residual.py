@@ -8,7 +8,7 @@ from harness.backends.base import ACTIVATIONS
 from harness.graph import Component, api, graph_fn
 from harness.spaces import Space
 from reference_agents.components.common.arguments import check_initializer, check_positive_int
-from reference_agents.components.nn.conv2d import Conv2D, _pair, check_image_space
+from reference_agents.components.nn.conv2d import Conv2D, positive_pair, check_image_space
 
 
 class ResidualBlock(Component):
@@ -42,7 +42,7 @@ class ResidualBlock(Component):
                  kernel_initializer: Any = "glorot_uniform", bias_initializer: Any = "zeros",
                  scope: str = "residual_block") -> None:
         filters = check_positive_int("ResidualBlock", "filters", filters)
-        kernel_size = _pair("ResidualBlock", "kernel_size", kernel_size)
+        kernel_size = positive_pair("ResidualBlock", "kernel_size", kernel_size)
         if activation not in ACTIVATIONS or activation == "linear":
             raise ValueError(f"ResidualBlock: activation must be one of "
                              f"{tuple(a for a in ACTIVATIONS if a != 'linear')}; got {activation!r}")

@@ -18,7 +18,7 @@ from reference_agents.workers import VectorEnvWorker, Worker, WorkerStats
 from .checkpoints import TRAINER_STATE_FORMAT, load_run, make_run_dir, write_checkpoint
 from .evaluation import EvaluationProtocol, evaluate_worker
 from .files import (
-    LEARNING_CURVE, METRIC_COLUMNS, json_scalar, format_number, append_episodes, append_metric_row, plot_learning_curve,
+    LEARNING_CURVE, METRIC_COLUMNS, append_episodes, append_metric_row, format_number, json_scalar, plot_learning_curve,
     rewrite_run_files)
 from .progress import ProgressBar
 from .result import TrainResult
@@ -282,7 +282,8 @@ class Trainer:
     def _fields(self) -> dict[str, str]:
         w = self.worker
         rate = (w.total_steps - self._bar_start_steps) / max(time.perf_counter() - self._call_start, 1e-9)
-        fields = {"steps/s": f"{rate:,.0f}", "return(100)": format_number(w.mean_return(100)), "eval": format_number(self._recent_eval)}
+        fields = {"steps/s": f"{rate:,.0f}", "return(100)": format_number(w.mean_return(100)),
+                  "eval": format_number(self._recent_eval)}
         epsilon = self.agent.epsilon()
         if epsilon is not None:
             fields["eps"] = f"{epsilon:.3f}"

@@ -4,7 +4,7 @@ to one process stepping the same environments with random actions.
 Ours: a learner (PyTorch backend) with 1, 2 or 4 actor processes on TF servers at 127.0.0.1
 (`spacegraph.reports.impala_throughput.side_ours`), measured over a window after every actor delivered;
 raw: `side_raw`. Each runs in this process one after the other (ours starts its own processes). The
-comparison with RLlib's IMPALA needs RLlib and is in the report (``reports/impala_throughput.md``).
+comparison with RLlib's IMPALA needs RLlib and is in the report (``reports/impala/report.md``).
 ``SPACEGRAPH_BENCH_QUICK=1`` measures 1 actor on CartPole for 2 s.
 """
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from spacegraph.reports import read_result_json
-from spacegraph.reports.impala_throughput import (THREADS, _executor_factory, cpu_busy, last_mean,
+from spacegraph.reports.impala_throughput import (THREADS, executor_factory, cpu_busy, last_mean,
                                                   record_episode_return, rllib_impala)
 
 REPORT_DIR = Path(__file__).resolve().parents[2] / "reports"
@@ -67,7 +67,7 @@ def side_ours(seconds: float, actors: int, every: float, log: PointLog, executor
     from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 
     agent = build_agent("impala_pong", backend="torch")
-    worker = ActorLearnerWorker(agent, _executor_factory(executor, actors))
+    worker = ActorLearnerWorker(agent, executor_factory(executor, actors))
     per_batch = agent.config.rollout.length * agent.config.env.num_envs * agent.config.rollout.batch_size
     next_point = start + every
     try:

@@ -1,6 +1,6 @@
 """IMPALA throughput: env frames/s learned from with 1, 2, 4 actors; ours on distributed TF and on Ray, RLlib's IMPALA.
 
-Sides, each in its own subprocess, one after the other, for ``--seconds`` of measurement after a warm-up:
+Sides, each in its own subprocess, one after the other, for ``seconds`` of measurement after a warm-up:
 
 * ``raw``: one process stepping the same vector of environments (``num_envs`` of the config) with random
   actions: what one actor could give if acting cost nothing;
@@ -13,11 +13,8 @@ Sides, each in its own subprocess, one after the other, for ``--seconds`` of mea
 
 The machine's CPU utilisation (``/proc/stat``, all processes) is read over each window. On 2 cores,
 more than 2 actor processes share the cores with the learner: the figures show what the frameworks
-make of a fixed machine, not scaling. Run under an interpreter with RLlib (``.[peers]``)::
-
-    python -m spacegraph.reports.impala_throughput [--envs cartpole,pong] [--actors 1,2,4] [--seconds 20]
-
-It writes ``reports/impala_throughput.md`` and ``.json``.
+make of a fixed machine, not scaling. RLlib's sides need the peers extra (``.[peers]``). The figure is the
+``impala`` scenario of ``spacegraph report`` (`measure`).
 """
 
 from __future__ import annotations
@@ -28,14 +25,10 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
-
-from spacegraph.reports import read_result_json
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-REPORT_DIR = Path(__file__).resolve().parents[2] / "reports"
 ENVS = {"cartpole": ("impala_cartpole", "CartPole-v1"), "pong": ("impala_pong", "ALE/Pong-v5")}
 THREADS = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
            "SPACEGRAPH_VALIDATE": "0"}
@@ -84,7 +77,7 @@ def side_raw(env: str, actors: int, seconds: float) -> dict[str, Any]:
     return out
 
 
-def _executor_factory(kind: str, actors: int) -> Any:
+def executor_factory(kind: str, actors: int) -> Any:
     """``(rollout spec, episode spec, weight spec) -> executor`` of ``actors`` actor processes."""
     from reference_agents.agents.impala.actor_learner import actor_learner_queues
 
@@ -103,7 +96,7 @@ def side_ours(env: str, actors: int, seconds: float, executor: str = "tf-dist") 
     from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 
     agent = build_agent(ENVS[env][0], backend="torch")
-    worker = ActorLearnerWorker(agent, _executor_factory(executor, actors))
+    worker = ActorLearnerWorker(agent, executor_factory(executor, actors))
     try:
         per_batch = agent.config.rollout.length * agent.config.env.num_envs * agent.config.rollout.batch_size
         deadline = time.monotonic() + 120
@@ -216,7 +209,7 @@ def side_curve_ours(env: str, actors: int, seconds: float) -> dict[str, Any]:
     from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 
     agent = build_agent(ENVS[env][0], backend="torch")
-    worker = ActorLearnerWorker(agent, _executor_factory("tf-dist", actors))
+    worker = ActorLearnerWorker(agent, executor_factory("tf-dist", actors))
     curve, next_point = [], 0.0
     try:
         while time.perf_counter() - start < seconds:
@@ -299,114 +292,59 @@ def run_side(side: str, env: str, actors: int, seconds: float, timeout: float) -
     return json.loads(lines[-1])
 
 
-def markdown(result: dict[str, Any]) -> str:
-    lines = ["# IMPALA throughput: ours on distributed TF and on Ray against RLlib's IMPALA", "",
-             f"Measured {result['date']} on {result['machine']} (commit {result['commit']}); "
-             f"{result['seconds']:.0f} s windows after warm-up, each side in its own process, one after the "
-             "other. Env frames/s are frames of rollouts the learner learned from (learning on); `raw` is one "
-             "process stepping the same environment vector with random actions. CPU: the whole machine's "
-             "utilisation over the window (other processes included).", "",
-             "| env | actors | ours TF-dist frames/s | ours Ray frames/s | RLlib frames/s | TF-dist / RLlib | "
-             "Ray / RLlib | raw frames/s (1 process) | CPU TF-dist / Ray / RLlib | load TF-dist / Ray / RLlib / raw |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+def measure(envs: list[str] | tuple[str, ...] = ("cartpole", "pong"), actors: list[int] | tuple[int, ...] = (1, 2, 4),
+            seconds: float = 20.0, sides: list[str] | tuple[str, ...] = ("raw", "ours", "ours_ray", "rllib"),
+            curve: bool = True, log: Any = None) -> dict[str, Any]:
+    """Every side for every env and actor count, each in a fresh child (`run_side`), and the CartPole curves.
 
-    def rate(r: dict) -> str:
-        return f"{r['frames_per_s']:,.0f}" if "frames_per_s" in r else f"({r.get('error', 'not run')})"
+    Args:
+        sides: of ``raw``, ``ours``, ``ours_ray`` and ``rllib`` (throughput).
+        curve: also CartPole's return against wall time, ours and RLlib's, 2 actors, 150 s each.
+        log: called with a line per side measured.
 
-    def ratio(a: dict, b: dict) -> str:
-        return f"{a['frames_per_s'] / b['frames_per_s']:.2f}x" if "frames_per_s" in a and b.get("frames_per_s") else "-"
-
-    for env, rows in result["envs"].items():
-        raw = rows.get("raw", {})
-        for n in result["actors"]:
-            ours, ray, rllib = rows.get(f"ours-{n}", {}), rows.get(f"ours_ray-{n}", {}), rows.get(f"rllib-{n}", {})
-            cpu = " / ".join(f"{r['cpu_utilisation']:.0%}" if "cpu_utilisation" in r else "-"
-                             for r in (ours, ray, rllib))
-            load = " / ".join(f"{r['load_1min']:.1f}" if "load_1min" in r else "-" for r in (ours, ray, rllib, raw))
-            lines.append(f"| {env} | {n} | {rate(ours)} | {rate(ray)} | {rate(rllib)} | {ratio(ours, rllib)} | "
-                         f"{ratio(ray, rllib)} | {rate(raw)} | {cpu} | {load} |")
-    curves = result.get("curves", {})
-    if curves:
-        lines += ["", f"## CartPole learning against wall time ({result.get('curve_actors', 2)} actors)", "",
-                  "Mean return of the last 100 training episodes at each time (seconds from the side's start, "
-                  "start-up included; `-`: no episode finished yet). Ours: distributed TF; RLlib: the episodes "
-                  "its env runners report at their ends through an `on_episode_end` callback (its own "
-                  "`episode_return_mean` is not a 100-episode window)." + (" Measured {date} on {machine} (commit {commit}).".format(
-                      **result["curve_measured"]) if result.get("curve_measured") else ""), "",
-                  "| seconds | " + " | ".join(str(t) for t in CURVE_POINTS) + " |",
-                  "|---|" + "---|" * len(CURVE_POINTS)]
-        for name, side in (("ours", "curve_ours"), ("RLlib", "curve_rllib")):
-            curve = curves.get(side, {}).get("curve")
-            if curve is None:
-                lines.append(f"| {name} | ({curves.get(side, {}).get('error', 'not run')}) |")
-                continue
-            values = [at(curve, t) for t in CURVE_POINTS]
-            lines.append(f"| {name} | " + " | ".join("-" if v is None else f"{v:.1f}" for v in values) + " |")
-        lines += ["", "Target (issue 15): a higher return than RLlib's IMPALA at every point of the curve."]
-    lines += ["", "Target (issue 15): at least 2x RLlib's frames/s.", *(["", "Notes:", ""] + [
-        f"- {n}" for n in result.get("notes", [])] if result.get("notes") else []), "", "Reproduce: "
-              "`python -m spacegraph.reports.impala_throughput` under an interpreter with `.[peers]` installed."]
-    return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str] | None = None) -> dict[str, Any] | None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", default="cartpole,pong")
-    parser.add_argument("--actors", default="1,2,4")
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--sides", default="raw,ours,ours_ray,rllib,curve",
-                        help="raw, ours, ours_ray, rllib (throughput) and curve (CartPole learning against wall time)")
-    parser.add_argument("--out-dir", default=str(REPORT_DIR))
-    parser.add_argument("--note", action="append", default=[], help="a note for the report (repeatable)")
-    parser.add_argument("--rewrite", metavar="JSON", help="only rewrite the Markdown from a result JSON")
-    parser.add_argument("--update", action="store_true",
-                        help="keep the figures of the report in --out-dir that this run does not measure")
-    parser.add_argument("--child", choices=sorted(SIDES), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(SIDES[args.child](args.envs, int(args.actors), args.seconds)))
-        return None
-    if args.rewrite:
-        result = read_result_json(args.rewrite, "--rewrite")
-        result["notes"] = [*result.get("notes", []), *args.note]
-        Path(args.rewrite).write_text(json.dumps(result, indent=1))
-        Path(args.rewrite).with_suffix(".md").write_text(markdown(result))
-        return result
+    Raises:
+        ValueError: naming the argument for an unknown env or side.
+    """
+    bad = [e for e in envs if e not in ENVS] + [s for s in sides if s not in ("raw", "ours", "ours_ray", "rllib")]
+    if bad:
+        raise ValueError(f"impala_throughput.measure: envs must be among {sorted(ENVS)} and sides among raw, ours, "
+                         f"ours_ray, rllib; got {bad}")
     from harness.measure.host import describe, facts
+    from harness.measure.machine import git_revision
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=REPORT_DIR.parent).stdout.strip()
-    actors = [int(a) for a in args.actors.split(",")]
-    result = {"date": time.strftime("%Y-%m-%d"), "machine": describe(facts()), "commit": commit,
-              "seconds": args.seconds, "actors": actors, "envs": {}, "notes": list(args.note)}
-    previous = Path(args.out_dir) / "impala_throughput.json"
-    if args.update and previous.exists():  # what this run measures replaces its part only; both dates kept
-        kept = read_result_json(str(previous), "--update")
-        kept["notes"] = [*kept.get("notes", []), *(f"{n} (added {result['date']}, commit {commit})"
-                                                   for n in args.note)]
-        result = kept
-    sides = args.sides.split(",")
-    for env in args.envs.split(",") if any(x in sides for x in ("raw", "ours", "ours_ray", "rllib")) else []:
+    say = log or (lambda line: None)
+    commit, machine = git_revision()[:7], describe(facts())
+    result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "machine": machine, "commit": commit,
+                              "seconds": seconds, "actors": list(actors), "envs": {}, "notes": []}
+    for env in envs:
         rows = result["envs"].setdefault(env, {})
         if "raw" in sides:
-            rows["raw"] = run_side("raw", env, 1, args.seconds, 300)
-            print(env, "raw", rows["raw"], flush=True)
+            rows["raw"] = run_side("raw", env, 1, seconds, 300)
+            say(f"{env} raw: {rows['raw'].get('frames_per_s', rows['raw'].get('error'))}")
         for n in actors:
             for side in ("ours", "ours_ray", "rllib"):
                 if side in sides:
-                    rows[f"{side}-{n}"] = run_side(side, env, n, args.seconds, 600)
-                    print(env, side, n, rows[f"{side}-{n}"], flush=True)
-    if "curve" in sides:
-        result["curve_actors"], result["curve_measured"] = 2, {"date": time.strftime("%Y-%m-%d"),
-                                                              "commit": commit, "machine": describe(facts())}
-        result["curves"] = {side: run_side(side, "cartpole", 2, 150.0, 600) for side in ("curve_ours", "curve_rllib")}
-        print({k: v.get("curve", v)[-3:] if "curve" in v else v for k, v in result["curves"].items()}, flush=True)
-    out = Path(args.out_dir)
-    (out / "impala_throughput.json").write_text(json.dumps(result, indent=1))
-    (out / "impala_throughput.md").write_text(markdown(result))
-    print(markdown(result))
+                    rows[f"{side}-{n}"] = r = run_side(side, env, n, seconds, 600)
+                    say(f"{env} {side} {n} actors: {r.get('frames_per_s', r.get('error'))}")
+    if curve:
+        result["curve_actors"] = 2
+        result["curve_measured"] = {"date": result["date"], "commit": commit, "machine": machine}
+        result["curves"] = {side: run_side(side, "cartpole", 2, 150.0, 600)
+                            for side in (("curve_ours", "curve_rllib") if "rllib" in sides else ("curve_ours",))}
+        say("CartPole curves")
     return result
 
 
+def child_main(argv: list[str] | None = None) -> None:
+    """One side in this process (the child of `run_side`), its result as a JSON line; not a user command."""
+    parser = argparse.ArgumentParser(description="one IMPALA throughput side (the child process of run_side)")
+    parser.add_argument("--child", choices=sorted(SIDES), required=True)
+    parser.add_argument("--envs", required=True)
+    parser.add_argument("--actors", type=int, required=True)
+    parser.add_argument("--seconds", type=float, required=True)
+    args = parser.parse_args(argv)
+    print(json.dumps(SIDES[args.child](args.envs, args.actors, args.seconds)))
+
+
 if __name__ == "__main__":
-    main()
+    child_main()

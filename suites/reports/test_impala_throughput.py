@@ -1,6 +1,10 @@
-"""The IMPALA throughput report's CartPole curve: both sides report the mean return of their last 100 episodes."""
+"""The IMPALA throughput scenario: both sides' CartPole curves report the mean return of their last 100 episodes;
+the figure's rates, ratios and curve points."""
 
-from spacegraph.reports.impala_throughput import CURVE_POINTS, at, last_mean, markdown, record_episode_return
+import pytest
+
+from spacegraph.report.scenarios import impala as scenario
+from spacegraph.reports.impala_throughput import CURVE_POINTS, at, last_mean, measure, record_episode_return
 
 
 class _Chunk:
@@ -23,13 +27,45 @@ def test_rllib_returns_are_whole_episodes_and_the_curve_averages_the_last_100(tm
     assert last_mean([float(i) for i in range(1, 151)]) == sum(range(51, 151)) / 100  # the last 100 only
 
 
+def _result(curves):
+    rows = {"raw": {"frames_per_s": 50_000.0, "load_1min": 1.0},
+            "ours-1": {"frames_per_s": 3000.0, "cpu_utilisation": 0.9}, "ours_ray-1": {"frames_per_s": 1500.0},
+            "rllib-1": {"frames_per_s": 1000.0}, "ours-2": {"error": "timed out after 600 s"},
+            "ours_ray-2": {"frames_per_s": 2500.0}, "rllib-2": {"frames_per_s": 1000.0}}
+    return {"date": "d", "machine": "m", "commit": "c", "seconds": 15, "actors": [1, 2], "envs": {"cartpole": rows},
+            "curves": curves}
+
+
 def test_the_curve_table_reads_each_side_at_its_points():
     ours = [(10.0, 50.0, 1), (29.0, 300.0, 2), (95.0, 500.0, 3)]
     rllib = [(31.0, 200.0, 1), (61.0, 400.0, 2)]
-    result = {"date": "d", "machine": "m", "commit": "c", "seconds": 15, "envs": {},
-              "curves": {"curve_ours": {"curve": ours}, "curve_rllib": {"curve": rllib}}}
-    text = markdown(result)
+    (fig,) = scenario.figures(_result({"curve_ours": {"curve": ours}, "curve_rllib": {"curve": rllib}}))
     assert [at(ours, t) for t in CURVE_POINTS] == [50.0, 300.0, 300.0, 300.0, 500.0, 500.0]
-    assert "| ours | 50.0 | 300.0 | 300.0 | 300.0 | 500.0 | 500.0 |" in text
-    assert "| RLlib | - | - | 200.0 | 400.0 | 400.0 | 400.0 |" in text
-    assert "on_episode_end" in text
+    curve = {row[0]: row[1:] for row in fig.tables[1].rows}
+    assert curve["ours, distributed TF"] == [50.0, 300.0, 300.0, 300.0, 500.0, 500.0]
+    assert curve["RLlib IMPALA"] == [None, None, 200.0, 400.0, 400.0, 400.0]
+    returns = [r for r in fig.ratios if "return at" in r.name]
+    assert [r.name.split(" at ")[1].split(":")[0] for r in returns] == ["60 s", "90 s", "120 s", "150 s"]
+    assert returns[0].value == pytest.approx(300 / 200) and [r.met for r in returns] == [True, False, True, True]
+    assert fig.headline.endswith("; CartPole return above RLlib's at 3 of 4 curve points")
+
+
+def test_rates_ratios_and_a_failed_side():
+    (fig,) = scenario.figures(_result({}))
+    assert fig.tables[0].rows[1][:5] == ["cartpole", 2, "(timed out after 600 s)", 2500.0, 1000.0]
+    by = {r.name: r for r in fig.ratios}
+    assert by["IMPALA cartpole 1 actors: ours, distributed TF / RLlib"].value == 3.0
+    assert by["IMPALA cartpole 1 actors: ours, Ray / RLlib"].met is False  # 1.5x < 2x
+    assert "IMPALA cartpole 2 actors: ours, distributed TF / RLlib" not in by
+    assert fig.headline == ("ours / RLlib IMPALA frames/s: lowest 1.50x (IMPALA cartpole 1 actors, ours, Ray; "
+                            "target >= 2x: missed)")
+    assert fig.peer_missing is None
+    no_rllib = _result({})
+    no_rllib["envs"]["cartpole"] = {k: v for k, v in no_rllib["envs"]["cartpole"].items() if "rllib" not in k}
+    (fig,) = scenario.figures(no_rllib)
+    assert fig.ratios == [] and fig.peer_missing.startswith("RLlib's IMPALA was not measured")
+
+
+def test_bad_sides_are_named():
+    with pytest.raises(ValueError, match="sides among raw, ours, ours_ray, rllib; got \\['seed'\\]"):
+        measure(envs=["cartpole"], sides=["seed"])

@@ -4,7 +4,7 @@ Both modes train the same IMPALA config (PyTorch backend) with one learner and `
 (`spacegraph.reports.central_inference.measure`, each mode in a child process of its own, one after the
 other), measured over a window after every actor delivered: env frames/s the learner learned from, their
 ratio central / actor-learner (above 1: central inference wins), and the central mode's achieved
-inference batch in environments. The report (``reports/central_inference.md``) runs more networks and
+inference batch in environments. The report (``reports/central_inference/report.md``) runs more networks and
 actor counts, and the actor-process transport. ``SPACEGRAPH_BENCH_QUICK=1`` measures the MLP with 2
 actors for 2 s per mode.
 """

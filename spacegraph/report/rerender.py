@@ -117,14 +117,17 @@ def from_result(doc: Mapping[str, Any], scenario: Scenario, source: str,
     folder = Path(baseline_dir) if baseline_dir else baselines_module.default_dir()
     published = baselines_module.load(folder) if folder else {}
     facts = provenance(doc)
+    if facts["revision"] == "unknown" and figures and figures[0].raw:  # e.g. {"runs": [...]}: each run records it
+        facts = provenance(figures[0].raw)
     config = doc.get("config")
     seeds = len(config["seeds"]) if isinstance(config, dict) and isinstance(config.get("seeds"), list) else 2
     reproduce = command(False, seeds, [scenario.name], True)
     for fig in figures:
+        own = provenance(fig.raw) if fig.raw is not doc and fig.raw else facts
         fig.baselines = list(published.get(fig.name, [])) + fig.baselines
-        fig.meta = {"scenario": scenario.name, "command": reproduce, "revision": facts["revision"],
-                    "machine": facts["machine"], "versions": facts["versions"],
-                    "rendered from": f"{source} (measured {facts['date']})",
+        fig.meta = {"scenario": scenario.name, "command": reproduce, "revision": own["revision"],
+                    "machine": own["machine"], "versions": own["versions"],
+                    "rendered from": f"{source} (measured {own['date']})",
                     **fig.meta}
     return Report(figures=figures, command=reproduce, revision=facts["revision"],
                   machine={"description": facts["machine"]},

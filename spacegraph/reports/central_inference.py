@@ -14,10 +14,8 @@ batch in environments. Networks: ``mlp`` (CartPole, 2x64), ``mlp+lstm`` (and an 
 `impala_resnet_layers`, 1.09M), ``resnet+lstm`` (and an LSTM of 256), ``nature`` (Pong, the Nature
 CNN, 1.7M) and ``nature+lstm`` (and an LSTM of 256). Transports: ``threads`` (actors as threads of the
 learner's process: any machine, GIL-bound) or ``tf-dist`` (actor processes, TF servers on 127.0.0.1).
-Each point runs in its own process::
-
-    python -m spacegraph.reports.central_inference [--networks mlp,nature] [--actors 2,4,8,16]
-        [--transport threads|tf-dist] [--device cuda:0] [--seconds 10] [--out-dir reports]
+Each point runs in its own process (`run_child`); `measure_all` runs them all. The figure is the
+``central_inference`` scenario of ``spacegraph report``.
 """
 
 from __future__ import annotations
@@ -28,12 +26,10 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-REPORT_DIR = Path(__file__).resolve().parents[2] / "reports"
 DENSE = [{"type": "dense", "units": 64, "activation": "tanh"}] * 2
 NETWORKS = {
     "mlp": ("impala_cartpole", {"network": {"layers": DENSE, "lstm_units": None}}),
@@ -71,7 +67,14 @@ def _executor(transport: str, actors: int, queues: dict, weights: dict) -> Any:
 
 
 def measure(mode: str, network: str, actors: int, seconds: float, transport: str, device: str | None) -> dict:
-    """One point, in this process: frames/s learned from over ``seconds`` after every actor delivered."""
+    """One point, in this process: frames/s learned from over ``seconds`` after every actor delivered.
+
+    Raises:
+        ValueError: naming the mode or network when it is not one of `MODES` or `NETWORKS`.
+    """
+    if mode not in MODES or network not in NETWORKS:
+        raise ValueError(f"central_inference.measure: mode must be one of {MODES} and network one of "
+                         f"{', '.join(NETWORKS)}; got {mode!r}, {network!r}")
     from reference_agents.agents.impala.actor_learner import ActorLearnerWorker, actor_learner_queues
     from reference_agents.agents.impala.central_inference import CentralInferenceWorker
 
@@ -123,78 +126,55 @@ def run_child(mode: str, network: str, actors: int, seconds: float, transport: s
     return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][:300]}
 
 
-def markdown(result: dict[str, Any]) -> str:
-    lines = [f"# Central inference (SEED style) against actor-learner IMPALA ({result['device_label']})", "",
-             f"Measured {result['date']} on {result['machine']} (commit {result['commit']}); transport "
-             f"`{result['transport']}`, learner on `{result['device'] or 'cpu'}`, actors' own policies (actor-learner "
-             f"mode) on the CPU; {result['seconds']:.0f} s windows after every actor delivered; PyTorch backend. "
-             "Frames/s: env frames of the rollouts the learner learned from. Batch: the central mode's achieved "
-             "inference batch in environments (requests x envs per actor)."
-             + (f" 1-minute load average {result['load_average_start']:.1f} at the start and "
-                f"{result['load_average_end']:.1f} at the end." if "load_average_end" in result else ""), "",
-             "| network | params | actors | actor-learner frames/s | central frames/s | central / actor-learner | "
-             "central batch (envs) | learner updates/s (actor-learner / central) |", "|---|---|---|---|---|---|---|---|"]
-    for network, rows in result["points"].items():
-        for n in result["actors"]:
-            al, ce = rows.get(f"actor-learner-{n}", {}), rows.get(f"central-{n}", {})
+def measure_all(networks: list[str] | tuple[str, ...] = tuple(NETWORKS),
+                actors: list[int] | tuple[int, ...] = (2, 4, 8, 16), transport: str = "threads",
+                device: str | None = None, seconds: float = 10.0, timeout: float = 400.0,
+                log: Any = None) -> dict[str, Any]:
+    """Both modes for every network and actor count, each point in a fresh process (`run_child`).
 
-            def rate(r: dict) -> str:
-                return f"{r['frames_per_s']:,.0f}" if "frames_per_s" in r else f"({r.get('error', 'not run')})"
+    Args:
+        transport: ``threads`` or ``tf-dist`` (actor processes).
+        device: the learner's device (``cuda:0`` on a GPU machine; None: the CPU).
+        log: called with a line per point.
 
-            ratio = (f"{ce['frames_per_s'] / al['frames_per_s']:.2f}x" if al.get("frames_per_s") and
-                     "frames_per_s" in ce else "-")
-            params = ce.get("params", al.get("params", 0))
-            updates = " / ".join(f"{r['updates_per_s']:.2f}" if "updates_per_s" in r else "-" for r in (al, ce))
-            lines.append(f"| {network} | {params:,} | {n} | {rate(al)} | {rate(ce)} | {ratio} | "
-                         f"{ce.get('mean_batch_envs', 0):.1f} | {updates} |")
-    lines += ["", *(f"- {note}" for note in result.get("notes", [])), "",
-              "Reproduce: `python -m spacegraph.reports.central_inference` (see its docstring for the options)."]
-    return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str] | None = None) -> dict[str, Any] | None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--networks", default="mlp,mlp+lstm,mlp-1m,resnet,resnet+lstm,nature,nature+lstm")
-    parser.add_argument("--actors", default="2,4,8,16")
-    parser.add_argument("--transport", choices=["threads", "tf-dist"], default="threads")
-    parser.add_argument("--device", default=None, help="the learner's device (cuda:0 on a GPU machine)")
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--timeout", type=float, default=400.0, help="seconds per point at most")
-    parser.add_argument("--out-dir", default=str(REPORT_DIR))
-    parser.add_argument("--stem", default="central_inference")
-    parser.add_argument("--note", action="append", default=[])
-    parser.add_argument("--commit", help="the commit measured (default: git rev-parse of the checkout)")
-    parser.add_argument("--child", nargs=3, metavar=("MODE", "NETWORK", "ACTORS"), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        mode, network, actors = args.child
-        print(json.dumps(measure(mode, network, int(actors), args.seconds, args.transport, args.device)))
-        return None
+    Raises:
+        ValueError: naming the argument for an unknown network or transport.
+    """
+    bad = [n for n in networks if n not in NETWORKS]
+    if bad or transport not in ("threads", "tf-dist"):
+        raise ValueError(f"central_inference.measure_all: networks must be among {', '.join(NETWORKS)} and "
+                         f"transport threads or tf-dist; got {bad or list(networks)}, {transport!r}")
     from harness.measure.host import describe, facts
+    from harness.measure.machine import git_revision
 
-    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                           cwd=REPORT_DIR.parent).stdout.strip() or "unknown"
     info = facts()
-    actors = [int(a) for a in args.actors.split(",")]
-    result = {"date": time.strftime("%Y-%m-%d"), "machine": describe(info), "commit": commit,
-              "transport": args.transport, "device": args.device, "seconds": args.seconds, "actors": actors,
-              "device_label": "GPU: " + "; ".join(info["gpus"]) if args.device and info.get("gpus") else "CPU only",
-              "points": {}, "notes": list(args.note), "load_average_start": os.getloadavg()[0]}
-    for network in args.networks.split(","):
+    result: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"), "machine": describe(info), "commit": git_revision()[:7],
+        "transport": transport, "device": device, "seconds": seconds, "actors": list(actors),
+        "device_label": "GPU: " + "; ".join(info["gpus"]) if device and info.get("gpus") else "CPU only",
+        "points": {}, "notes": [], "load_average_start": os.getloadavg()[0]}
+    for network in networks:
         rows = result["points"].setdefault(network, {})
         for n in actors:
             for mode in MODES:
-                rows[f"{mode}-{n}"] = run_child(mode, network, n, args.seconds, args.transport, args.device,
-                                                args.timeout)
-                print(network, mode, n, rows[f"{mode}-{n}"], flush=True)
+                rows[f"{mode}-{n}"] = point = run_child(mode, network, n, seconds, transport, device, timeout)
+                if log:
+                    log(f"{network} {mode} {n} actors: {point.get('frames_per_s', point.get('error'))}")
     result["load_average_end"] = os.getloadavg()[0]
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.stem}.json").write_text(json.dumps(result, indent=1))
-    (out / f"{args.stem}.md").write_text(markdown(result))
-    print(markdown(result))
     return result
 
 
+def child_main(argv: list[str] | None = None) -> None:
+    """One point in this process (the child of `run_child`), its result as a JSON line; not a user command."""
+    parser = argparse.ArgumentParser(description="one central-inference point (the child process of run_child)")
+    parser.add_argument("--child", nargs=3, metavar=("MODE", "NETWORK", "ACTORS"), required=True)
+    parser.add_argument("--seconds", type=float, required=True)
+    parser.add_argument("--transport", choices=["threads", "tf-dist"], default="threads")
+    parser.add_argument("--device", default=None)
+    args = parser.parse_args(argv)
+    mode, network, actors = args.child
+    print(json.dumps(measure(mode, network, int(actors), args.seconds, args.transport, args.device)))
+
+
 if __name__ == "__main__":
-    main()
+    child_main()

@@ -176,7 +176,7 @@ def run(scenarios: Sequence[Scenario], quick: bool = False, seeds: int = 2, peer
 
 
 #: Scenarios with a same-run peer (RLlib); the others' peers are hand-written code or none.
-_PEER_SCENARIOS = ("sampling", "replay", "learning")
+_PEER_SCENARIOS = ("sampling", "replay", "frame_replay", "learning", "apex", "impala", "impala_learning")
 
 
 def _has_peer(name: str) -> bool:

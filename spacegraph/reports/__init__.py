@@ -1,4 +1,6 @@
-"""Report scenarios: our agents and components measured beside hand-written code and RLlib."""
+"""The measuring code of the ``spacegraph report`` scenarios (`spacegraph.report.scenarios`): our agents and
+components measured beside hand-written code and RLlib. Nothing here writes a report; the asv benchmarks time the
+same code."""
 
 
 def read_result_json(path: str, flag: str) -> dict:

@@ -4,7 +4,8 @@ Each page is followed in an empty folder: its file blocks (a first line ``# PATH
 its Python blocks run in order in one interpreter (a block that shows an exception runs alone and must
 fail with exactly the line it shows), and its shell blocks marked ``<!-- docs-test: run -->`` run their
 ``spacegraph``/``pytest`` lines with the step counts divided by 50 (``<!-- docs-test: distributed -->``:
-only under ``-m distributed``). Every ``spacegraph`` command line anywhere in README.md and docs/ is
+only under ``-m distributed``, through `spacegraph.cli.main` in this process, so that the listener watch
+knows the TensorFlow servers they start). Every ``spacegraph`` command line anywhere in README.md and docs/ is
 checked against that command's ``--help``: the command exists and takes every flag shown. The
 conventions are in `suites/docs/docs_blocks.py`.
 """
@@ -79,8 +80,22 @@ def run_python_blocks(page: Path, tmp_path: Path) -> None:
             f"{block.where} shows\n  {block.expected_error}\nbut the block exited {proc.returncode} with\n  {got}")
 
 
-def run_shell_blocks(page: Path, tmp_path: Path, mark: str) -> int:
-    """Run the page's shell blocks marked ``mark``; returns how many commands ran."""
+def _in_process(cwd: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
+    """``spacegraph ARGS`` through `spacegraph.cli.main` in this process (so the listener watch of distributed
+    tests knows the TensorFlow servers it starts, as for the CLI's own tests)."""
+    from spacegraph.cli import main
+
+    assert argv[0] == "spacegraph", f"only spacegraph commands run in this process; got {argv!r}"
+    monkeypatch.chdir(cwd)
+    try:
+        return main(argv[1:]) or 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+
+
+def run_shell_blocks(page: Path, tmp_path: Path, mark: str, monkeypatch: pytest.MonkeyPatch | None = None) -> int:
+    """Run the page's shell blocks marked ``mark`` (in this process when ``monkeypatch`` is given, else each
+    command in a subprocess); returns how many commands ran."""
     project = _project(tmp_path, page)
     cwd, ran = project, 0
     for block in _shell_blocks(page, mark):
@@ -92,8 +107,12 @@ def run_shell_blocks(page: Path, tmp_path: Path, mark: str) -> int:
                 if argv[0] == "cd":
                     cwd = (cwd / argv[1]).resolve()
                     continue
-                proc = _run(cwd, interpreter_argv(scaled(argv)))
                 ran += 1
+                if monkeypatch is not None:
+                    code = _in_process(cwd, scaled(argv), monkeypatch)
+                    assert code == 0, f"{block.where}: `{part.strip()}` (steps / 50) exited {code}"
+                    continue
+                proc = _run(cwd, interpreter_argv(scaled(argv)))
                 assert proc.returncode == 0, (f"{block.where}: `{part.strip()}` (steps / 50) exited "
                                               f"{proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     return ran
@@ -123,8 +142,8 @@ def test_marked_commands_run(page: Path, tmp_path: Path) -> None:
 
 @pytest.mark.distributed
 @pytest.mark.parametrize("page", DISTRIBUTED_PAGES, ids=_ids(DISTRIBUTED_PAGES))
-def test_marked_distributed_commands_run(page: Path, tmp_path: Path) -> None:
-    assert run_shell_blocks(page, tmp_path, "distributed") > 0
+def test_marked_distributed_commands_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_shell_blocks(page, tmp_path, "distributed", monkeypatch) > 0
 
 
 _HELP = """

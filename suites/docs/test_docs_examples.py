@@ -215,3 +215,24 @@ def _runnable(module: str) -> bool:
         return True
     source = path.with_suffix(".py")
     return source.is_file() and re.search(r"^if __name__ == .__main__.:", source.read_text(), re.M) is not None
+
+
+# Paths the pages name that are not in the repository on purpose: files of the reader's own project
+# (docs/tutorials/own_component.md) and build outputs.
+NOT_IN_THE_REPOSITORY = {"specs/components/my_layer.yaml", "specs/components/soft_clip.yaml", "asv_bench/html/",
+                         "asv_bench/results/"}
+_PATH_SPAN = re.compile(r"`((?:harness|reference_agents|spacegraph|suites|specs|examples|asv_bench|reports|docs)"
+                        r"/[\w./-]*(?:\.\w+|/))`")
+
+
+def test_every_repository_path_in_the_text_exists() -> None:
+    """A repository path in inline code (`harness/...py`, `reports/.../report.md`) names a file or folder of
+    this tree; the history page (docs/history/) keeps the paths of its time."""
+    missing = []
+    for page in documentation_pages():
+        if "history" in page.relative_to(ROOT).parts:
+            continue
+        text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)
+        missing += [f"{page.relative_to(ROOT)}: {path}" for path in _PATH_SPAN.findall(text)
+                    if path not in NOT_IN_THE_REPOSITORY and not (ROOT / path).exists()]
+    assert not missing, "paths that do not exist:\n" + "\n".join(sorted(set(missing)))

@@ -203,7 +203,7 @@ def test_every_documented_python_module_command_exists() -> None:
     for page in documentation_pages():
         for match in re.finditer(r"python3? -m ((?:harness|reference_agents|spacegraph)(?:\.\w+)+)", page.read_text()):
             found.setdefault(match.group(1), f"{page.relative_to(ROOT)}")
-    assert len(found) >= 3
+    assert found, "no python -m command found: the pattern no longer matches the pages"
     missing = [f"{where}: python -m {module}" for module, where in sorted(found.items()) if not _runnable(module)]
     assert not missing, "modules that do not exist or have no command line:\n" + "\n".join(missing)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import spacegraph.report.scenarios  # noqa: F401  (registers the scenarios)
-from harness.measure.figures import Figure, Panel, Ratio, Series, Table
+from harness.measure.figures import Baseline, Figure, Panel, Ratio, Series, Table
+from harness.measure.progress import Progress
 from spacegraph.report import headline, rerender, runner, writers
 from spacegraph.report.cli import main as report_main
 from spacegraph.report.registry import SCENARIOS, Context, Scenario
@@ -54,6 +55,14 @@ def test_a_written_report_is_drawn_again_from_its_json(tmp_path, monkeypatch):
     assert "edited.json" in fig.meta["rendered from"]
     writers.write(again, tmp_path / "again")  # the writer takes it as it takes a measured run
     assert "first rate 9.0" in (tmp_path / "again" / "report.md").read_text()
+
+
+def test_a_figure_reads_back_what_it_wrote():
+    (fig,) = tiny_run(Context(quick=True, seeds=1, progress=Progress("tiny", stream=None)))
+    fig.baselines = [Baseline("paper", "a source", "Table 1", "a big machine", "rate", [{"x": 1, "y": 2.0}])]
+    fig.meta, fig.peer_missing, fig.notes = {"command": "spacegraph report"}, "no peer", ["a note"]
+    assert Figure.from_dict(json.loads(json.dumps(fig.to_dict()))) == fig
+    assert Figure.from_dict({**fig.to_dict(), "from_a_later_version": 1}) == fig
 
 
 def test_a_measured_result_is_drawn_by_the_scenario_named(tmp_path):
@@ -122,6 +131,18 @@ def test_every_latest_run_folder_is_a_scenario_and_holds_its_report():
         assert folder.name in SCENARIOS, f"reports/{folder.name}/ is not a scenario's latest run"
         for stem in ("report.md", "report.html"):
             assert (folder / stem).exists(), f"reports/{folder.name}/{stem} is missing"
+
+
+def test_every_committed_run_is_what_its_scenario_draws_today():
+    """A change to a scenario's drawing must come with its committed runs drawn again
+    (``spacegraph report --from-json reports/NAME/report.json --out reports/NAME``, then ``--headline``)."""
+    for path in sorted(REPORTS.glob("*/report.json")):
+        committed = [Figure.from_dict(f) for f in json.loads(path.read_text())["figures"]]
+        drawn = rerender.rerender(path, SCENARIOS).figures
+        for old, new in zip(committed, drawn, strict=True):
+            where = f"{path.relative_to(REPO)}: {old.name}"
+            assert (new.headline, new.tables, new.ratios, new.notes) == (old.headline, old.tables, old.ratios,
+                                                                         old.notes), f"{where} is stale"
 
 
 LOCAL = re.compile(r"/work/main|/home/\w|/Users/\w|\.venv/|^cd /", re.MULTILINE)

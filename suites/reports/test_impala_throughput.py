@@ -37,7 +37,7 @@ def _result(curves):
 
 
 def test_the_curve_table_reads_each_side_at_its_points():
-    ours = [(10.0, 50.0, 1), (29.0, 300.0, 2), (95.0, 500.0, 3)]
+    ours = [(10.0, 50.0, 1), (30.0, 300.0, 2), (95.0, 500.0, 3)]  # a point at 30 s is read at 30 s
     rllib = [(31.0, 200.0, 1), (61.0, 400.0, 2)]
     (fig,) = scenario.figures(_result({"curve_ours": {"curve": ours}, "curve_rllib": {"curve": rllib}}))
     assert [at(ours, t) for t in CURVE_POINTS] == [50.0, 300.0, 300.0, 300.0, 500.0, 500.0]

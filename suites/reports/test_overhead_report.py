@@ -37,6 +37,11 @@ def test_table_marks_targets_met_and_missed():
     assert ("| sampling worker/direct loop, Pong, 4 env(s): acting step by step, no replays (`execution.replay: "
             "false`) | - | - | 0.72 (0.70-0.74) |") in text
     assert "0.89 NOT met" in markdown(_result(0.89))
+    # the median is held to the target, not the best repeat
+    spread = _result(0.95)
+    spread["act"]["torch"][1] = [0.5, 0.6, 0.99]
+    assert "| act framework/hand, batch 1 | >= 0.95 | 0.99 (0.98-1.00) met | 0.60 (0.50-0.99) NOT met |" in \
+        markdown(spread)
     (fig,) = scenario.figures(_result(0.95))
     verdicts = {r.name: r.met for r in fig.ratios}
     assert verdicts["act framework/hand, batch 1, tf"] is True and verdicts["act framework/hand, batch 1, torch"] is False

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -78,3 +79,13 @@ def test_a_broken_link_an_unknown_anchor_or_a_page_outside_the_nav_fail_the_buil
     assert proc.returncode != 0
     for named in ("tutorials/no_such_page.md", "no-such-heading", "orphan.md"):
         assert named in proc.stderr, f"{named!r} not reported:\n{proc.stderr[-3000:]}"
+
+
+def test_the_readme_links_resolve() -> None:
+    """README.md is no page of the site (mkdocs does not check it): each relative link names a file of the tree."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    local = [link.split("#", 1)[0] for link in links if not re.match(r"[a-z]+:", link) and not link.startswith("#")]
+    assert len(local) > 20
+    missing = sorted({link for link in local if not (ROOT / link).exists()})
+    assert not missing, f"README.md links to missing paths: {missing}"

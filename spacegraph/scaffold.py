@@ -1,7 +1,7 @@
 """``spacegraph new component NAME``: a template component, its spec and an oracle stub in a user's project.
 
 The component builds and runs as written (``scale * inputs``, one trainable scale per feature, with
-the space check of README "Write and test your own component"); the oracle stub raises
+the space check of docs/tutorials/own_component.md); the oracle stub raises
 ``NotImplementedError`` naming the function to write, so ``spacegraph spec test`` fails on the
 oracle check until the oracle is written from the component's definition.
 """

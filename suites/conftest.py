@@ -19,7 +19,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
         os.environ.setdefault(_var, "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-# GraphExecutor's validate mode (README, "Components"): every executed input is checked against its
+# GraphExecutor's validate mode (docs/architecture.md): every executed input is checked against its
 # space in the tests; the benchmarks (asv) leave it off.
 os.environ.setdefault("SPACEGRAPH_VALIDATE", "1")
 
@@ -68,7 +68,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: D103
 
 # Markers that run only when asked for: `pytest -m learning` (or any -m expression naming the
 # marker) selects them; a plain `pytest` leaves them out (deselected, listed in the summary count).
-# `.ci/run` asks for each explicitly, in its own bounded step (README, "Tests and markers").
+# `.ci/run` asks for each explicitly, in its own bounded step (docs/testing.md).
 OPT_IN_MARKERS = ("learning", "distributed")
 
 

@@ -9,7 +9,7 @@ applied by the `Trainer` that ``spacegraph train`` runs: one definition of solve
 Evaluation episodes do not count as training steps (they neither observe nor
 update). The issue's wording, "the mean return of the last 100 *training*
 episodes", cannot hold within 50k steps: 100 episodes of 475+ steps are 47.5k
-steps alone; see README "DQN learning results".
+steps alone; see docs/agents/dqn.md.
 """
 
 from __future__ import annotations

@@ -63,7 +63,9 @@ def test_rates_ratios_and_a_failed_side():
     no_rllib = _result({})
     no_rllib["envs"]["cartpole"] = {k: v for k, v in no_rllib["envs"]["cartpole"].items() if "rllib" not in k}
     (fig,) = scenario.figures(no_rllib)
-    assert fig.ratios == [] and fig.peer_missing.startswith("RLlib's IMPALA was not measured")
+    assert fig.ratios == [] and fig.peer_missing is None and fig.headline.startswith("RLlib not measured")
+    no_rllib["envs"]["cartpole"]["rllib-1"] = {"error": "ray.rllib cannot be imported"}
+    assert scenario.figures(no_rllib)[0].peer_missing == "RLlib's IMPALA failed: ray.rllib cannot be imported"
 
 
 def test_bad_sides_are_named():

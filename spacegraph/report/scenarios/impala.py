@@ -81,8 +81,9 @@ def figures(result: dict[str, Any]) -> list[Figure]:
              "fixed machine, not scaling.",
              f"Targets (issue 15): at least {TARGET:g}x RLlib's frames/s; a higher CartPole return than RLlib's at "
              "every point of the curve.", *result.get("notes", [])]
-    missing = None if any(f"rllib-{n}" in s and "frames_per_s" in s[f"rllib-{n}"] for s in result["envs"].values()
-                          for n in actors) else "RLlib's IMPALA was not measured (peers not requested or not installed)"
+    failed = [r.get("error", "no rate") for s in result["envs"].values() for n in actors
+              for r in [s.get(f"rllib-{n}")] if r is not None and "frames_per_s" not in r]
+    missing = f"RLlib's IMPALA failed: {failed[0]}" if failed else None  # not run at all: the runner says why
     return [Figure(name="impala", title="IMPALA throughput: ours on distributed TF and on Ray against RLlib's IMPALA",
                    figure_ref="RLgraph Fig. 9 (one machine)", panels=panels, series=series, ratios=ratios,
                    tables=tables, notes=notes, peer_missing=missing, raw=result, headline=headline(ratios))]

@@ -16,7 +16,9 @@ def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "one run on this machine and writes report.md, report.html, report.json, CSV and PNG plots. "
                     "--from-json draws a committed run again without measuring; --headline writes the headline "
                     "figures table from the committed runs.")
-    p.add_argument("--quick", action="store_true", help="small budgets: about 10 minutes on 2 cores")
+    p.add_argument("--quick", action="store_true",
+                   help="small budgets: about 20 minutes on 2 cores for all scenarios (the full run takes hours: "
+                        "IMPALA learning on Pong alone is 2 x 120 minutes; pick scenarios with --only)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these scenarios (--list names them)")
     p.add_argument("--seeds", type=int, default=2, help="seeds of the learning curves (default 2)")
     p.add_argument("--out", help="output folder (default reports/history/<date>-<short rev>/; the latest run of a "

@@ -48,6 +48,7 @@ def test_a_side_that_stopped_early_is_not_read_past_its_last_point():
             "points": [_point(59, 2e5, -20.5), _point(119, 4e5, -20.0)]}
     _, curve, _ = rows(_result(ours=ours))
     assert curve["ours: return (frames)"] == ["-20.5 (0.20M)", "-20.0 (0.40M)", "stopped"]
+    assert scenario.figures(_result(ours=ours))[0].peer_missing is None  # RLlib not run at all: the runner says why
 
 
 def test_at_is_the_last_point_at_or_before_a_time():

@@ -96,7 +96,7 @@ def figures(result: dict[str, Any]) -> list[Figure]:
              "learning curve; the IMPALA paper's 250,000 frames/s ran on up to thousands of machines. Neither is "
              "comparable with a 2-core run.", *result.get("notes", [])]
     rllib = result["sides"].get("rllib", {})
-    missing = None if rllib.get("points") else f"RLlib's IMPALA: {rllib.get('error', 'not run')}"
+    missing = None if rllib.get("points") or not rllib else f"RLlib's IMPALA: {rllib.get('error', 'no point')}"
     return [Figure(name="impala_learning", title=f"IMPALA on Pong: ours against RLlib's IMPALA, "
                                                  f"{result['minutes']:g} minutes each",
                    figure_ref="IMPALA learning (Pong)", panels=[frames, wall], series=series, tables=tables(result),

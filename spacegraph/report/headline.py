@@ -83,7 +83,14 @@ def markdown(reports_dir: str | os.PathLike, order: Sequence[str]) -> str:
 
 
 def write(reports_dir: str | os.PathLike, order: Sequence[str]) -> Path:
-    """Writes ``<reports_dir>/headline.md`` (`markdown`); returns its path."""
+    """Writes ``<reports_dir>/headline.md`` (`markdown`); returns its path.
+
+    Raises:
+        ValueError: naming ``--headline`` when ``reports_dir`` is not a folder, or a report.json is damaged.
+    """
+    if not Path(reports_dir).is_dir():
+        raise ValueError(f"--headline {reports_dir}: not a folder; expected the reports folder that holds "
+                         "NAME/report.json for each scenario (default reports)")
     path = Path(reports_dir) / "headline.md"
     path.write_text(markdown(reports_dir, order), encoding="utf-8")
     return path

@@ -124,6 +124,15 @@ def test_the_headline_follows_the_runs_and_names_command_commit_and_machine(tmp_
         headline.markdown(tmp_path, list(SCENARIOS))
 
 
+def test_headline_names_a_folder_that_is_not_one(tmp_path, capsys):
+    assert report_main(["--headline", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"spacegraph report: --headline {tmp_path / 'nope'}: not a folder; expected the reports folder "
+                   "that holds NAME/report.json for each scenario (default reports)")
+    assert report_main(["--headline", str(tmp_path)]) == 0  # no runs yet: a table saying so
+    assert "(no committed scenario runs)" in (tmp_path / "headline.md").read_text()
+
+
 def test_every_latest_run_folder_is_a_scenario_and_holds_its_report():
     folders = [p for p in REPORTS.iterdir() if (p / "report.json").exists()]
     assert folders, "no committed scenario runs under reports/<scenario>/"

@@ -31,7 +31,8 @@ def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "result with --only NAME (e.g. a long run committed under reports/)")
     p.add_argument("--headline", metavar="DIR", nargs="?", const="reports",
                    help="write DIR/headline.md (default reports/), the headline figures table, from DIR/NAME/"
-                        "report.json of each scenario; measures nothing")
+                        "report.json of each scenario, and the section between <!-- headline:start --> and "
+                        "<!-- headline:end --> of the README.md beside DIR; measures nothing")
     p.set_defaults(fn=cmd_report)
     return p
 
@@ -55,7 +56,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 0
     try:
         if args.headline:
-            print(f"wrote {headline.write(args.headline, list(SCENARIOS))}")
+            for path in headline.write(args.headline, list(SCENARIOS)):
+                print(f"wrote {path}")
             return 0
         scenarios = select(args.only)
         out = check_out_dir(args.out or runner.default_out_dir(), "--out")  # before minutes of measuring

@@ -15,7 +15,8 @@ from typing import Any, Callable
 import numpy as np
 
 from harness.measure.timing import interleaved_rates
-from spacegraph.reports.act_throughput import _CONVS, BACKENDS, BATCH_SIZES, _weight, build, hand_written, setup_pair
+from spacegraph.reports.act_throughput import (BACKENDS, BATCH_SIZES, NATURE_CONVS, build, hand_written, setup_pair,
+                                               weight_ending)
 
 #: The PyTorch actors of the diagnosis, in table order: (name, description).
 DIAGNOSIS_VARIANTS = (
@@ -47,8 +48,8 @@ def conv_layout_actor(weights: dict[str, np.ndarray], fuse_bias: bool, contiguou
     import torch.nn.functional as fn
 
     t = torch.from_numpy
-    convs = [(t(_weight(weights, f"{s}/kernel")), t(_weight(weights, f"{s}/bias")), stride) for s, stride in _CONVS]
-    (dk, db), (vk, vb), (ak, ab) = [(t(_weight(weights, f"{s}/kernel")), t(_weight(weights, f"{s}/bias")))
+    convs = [(t(weight_ending(weights, f"{s}/kernel")), t(weight_ending(weights, f"{s}/bias")), stride) for s, stride in NATURE_CONVS]
+    (dk, db), (vk, vb), (ak, ab) = [(t(weight_ending(weights, f"{s}/kernel")), t(weight_ending(weights, f"{s}/bias")))
                                     for s in ("dense_4", "value", "advantage")]
 
     @torch.no_grad()

@@ -26,7 +26,7 @@ from reference_agents.components.nn.network import nature_dqn_layers
 NUM_ACTIONS = 6
 STATE_SPACE = "float32[B,84,84,4]"
 #: (scope, stride) of the Nature DQN convolutions, all 'valid' and relu.
-_CONVS = (("conv2d_0", 4), ("conv2d_1", 2), ("conv2d_2", 1))
+NATURE_CONVS = (("conv2d_0", 4), ("conv2d_1", 2), ("conv2d_2", 1))
 #: The backends and batch sizes the act throughput is measured at.
 BACKENDS = ("tf", "torch")
 BATCH_SIZES = (1, 4, 16, 64)
@@ -61,7 +61,7 @@ def build(backend: str) -> GraphExecutor:
     return executor
 
 
-def _weight(weights: dict[str, np.ndarray], suffix: str) -> np.ndarray:
+def weight_ending(weights: dict[str, np.ndarray], suffix: str) -> np.ndarray:
     """The one weight whose key ends with ``/suffix`` (keys carry the root's scope path)."""
     hits = [k for k in weights if k == suffix or k.endswith("/" + suffix)]
     if len(hits) != 1:
@@ -75,10 +75,10 @@ def hand_written(backend: str, weights: dict[str, np.ndarray]) -> Callable[[Any]
     Convolution kernels are ``(h, w, in, out)`` for NHWC images, dense kernels
     ``(in, out)``; all three convolutions are 'valid', so no padding is needed.
     """
-    convs = [(_weight(weights, f"{s}/kernel"), _weight(weights, f"{s}/bias"), stride) for s, stride in _CONVS]
-    dense = (_weight(weights, "dense_4/kernel"), _weight(weights, "dense_4/bias"))
-    value = (_weight(weights, "value/kernel"), _weight(weights, "value/bias"))
-    adv = (_weight(weights, "advantage/kernel"), _weight(weights, "advantage/bias"))
+    convs = [(weight_ending(weights, f"{s}/kernel"), weight_ending(weights, f"{s}/bias"), stride) for s, stride in NATURE_CONVS]
+    dense = (weight_ending(weights, "dense_4/kernel"), weight_ending(weights, "dense_4/bias"))
+    value = (weight_ending(weights, "value/kernel"), weight_ending(weights, "value/bias"))
+    adv = (weight_ending(weights, "advantage/kernel"), weight_ending(weights, "advantage/bias"))
     if backend == "torch":
         return _torch_actor(convs, dense, value, adv)
     if backend == "tf":

@@ -16,7 +16,6 @@ from reference_agents.agents import ConfigError, DQNAgent
 from reference_agents.agents import load_config
 from spacegraph.cli import main
 from spacegraph.report import baselines
-from spacegraph.reports import read_result_json
 from suites.cli.test_train import write_config
 
 NOT_TEXT = b"\x89PNG\r\n\x1a\n\xff\xfe\x00 not text"
@@ -61,12 +60,14 @@ def test_a_damaged_baseline_file_is_named(tmp_path, capsys, content, message):
 
 @pytest.mark.parametrize("content, message", [
     (b"", "is empty"), (NOT_TEXT, "is not UTF-8 text"), (b'{"sides": ', "is not valid JSON"),
-    (b"[1, 2]", "is not a report result (a JSON object): it holds a JSON list")])
-def test_a_damaged_report_result_is_named_with_its_flag(tmp_path, content, message):
+    (b"[1, 2]", "(a JSON object): it holds a JSON list")])
+def test_a_damaged_report_result_is_named_with_its_flag(tmp_path, capsys, content, message):
     path = tmp_path / "result.json"
     path.write_bytes(content)
-    with pytest.raises(SystemExit, match="^" + re.escape(f"--rewrite: {path} {message}")):
-        read_result_json(str(path), "--rewrite")
+    assert main(["report", "--from-json", str(path), "--only", "act", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"spacegraph report: --from-json: {path} ") and message in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("damage", ["cut", "npy", "pickle", "foreign"])

@@ -95,7 +95,7 @@ class TFBackend(Backend):
         # A tf.function with a full input signature has exactly one concrete function, traced when it was
         # compiled. Calling that directly skips the Function's per-call work (binding the arguments to the
         # signature, looking up the trace cache, converting NumPy leaves against it): about 65 us of the ~105 us
-        # a call of a small network takes here (reports/overhead.md). It takes the same (nested) NumPy or tensor
+        # a call of a small network takes here (reports/overhead/report.md). It takes the same (nested) NumPy or tensor
         # arguments and gives the same outputs. `api_function` still hands out the tf.function itself.
         if isinstance(compiled, tf.types.experimental.PolymorphicFunction) and compiled.input_signature is not None:
             return compiled.get_concrete_function()

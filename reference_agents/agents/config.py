@@ -185,7 +185,7 @@ def load_agent_config(config: str | os.PathLike | dict[str, Any] | BaseModel,
     elif isinstance(config, dict):
         data, source = dict(config), "<dict>"
     elif isinstance(config, (str, os.PathLike)):
-        source = os.fspath(config)
+        source = resolve_config_path(os.fspath(config))  # a file, or a bare name like dqn_cartpole
         data = read_config_file(source)
     else:
         raise ConfigError("<config>", [("", f"expected a file path, a dict or a {model.__name__}; got "

@@ -100,3 +100,17 @@ def test_the_built_in_agents_satisfy_the_protocol_and_apex_is_refused_by_build_a
 
     assert AGENTS["apex"].run_marker == APEX_STATE
     assert AGENTS["apex"].model().__name__ == "ApexConfig"
+
+
+def test_every_loader_resolves_a_bare_config_name_the_same_way():
+    from reference_agents.agents import load_agent_config, load_config, resolve_config_path
+    from reference_agents.agents.apex import load_apex_config
+    from reference_agents.agents.dqn import DQNConfig
+    from reference_agents.agents.impala import load_impala_config
+
+    assert load_config("dqn_cartpole")[1] == resolve_config_path("dqn_cartpole")
+    assert load_agent_config("dqn_cartpole", model=DQNConfig)[0].env.id == "CartPole-v1"
+    assert load_apex_config("apex_cartpole")[1].endswith("apex_cartpole.yaml")
+    assert load_impala_config("impala_cartpole")[1].endswith("impala_cartpole.yaml")
+    with pytest.raises(ConfigError, match="no config of that name"):
+        load_apex_config("no_such_config")

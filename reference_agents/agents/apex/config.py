@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from reference_agents.agents.config import ConfigError, Section, load_agent_config, read_config_file
+from reference_agents.agents.config import (ConfigError, Section, load_agent_config, read_config_file,
+                                            resolve_config_path)
 from reference_agents.agents.dqn.config import DQNConfig
 
 
@@ -95,7 +96,7 @@ def load_apex_config(config: str | os.PathLike | dict[str, Any] | DQNConfig,
     elif isinstance(config, dict):
         data, source = dict(config), "<dict>"
     elif isinstance(config, (str, os.PathLike)):
-        source = os.fspath(config)
+        source = resolve_config_path(os.fspath(config))  # a file, or a bare name like apex_cartpole
         data = read_config_file(source)
     else:
         raise ConfigError("<config>", [("", f"expected a file path, a dict or a config; got {type(config).__name__}")])

@@ -13,13 +13,13 @@ the docs page "Your own agent". `register_agent` adds a short name for it.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 from typing import Any
 
 from pydantic import BaseModel
 
 from harness.execution.serialization import BadFileError
+from harness.specs.loader import import_object as load_object
 from reference_agents.agents.checkpoints import read_agent_state
 from reference_agents.agents.config import ConfigError, load_agent_config, read_config_file, resolve_config_path
 from reference_agents.agents.dqn import DQNAgent, DQNConfig
@@ -89,19 +89,10 @@ def import_object(path: str, what: str) -> Any:
     Raises:
         ValueError: naming ``what`` and the path when the module does not import or has no such name.
     """
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise ValueError(f"{what}: {path!r} is not a dotted path (package.module:Name)")
     try:
-        module = importlib.import_module(module_name)
+        return load_object(path)
     except ImportError as exc:
-        raise ValueError(f"{what}: cannot import {module_name!r} for {path!r}: {exc}") from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"{what}: module {module_name!r} has no {attr!r}") from None
+        raise ValueError(f"{what}: {path!r}: {exc}") from None
 
 
 def entry_from_class(path: str, cls: Any) -> AgentEntry:

@@ -133,7 +133,8 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
                                                                      "metrics; tensorboard --logdir RUN)")
     train.add_argument("--executor", choices=["local", "ray", "tf-dist", "seed"],
                        help="Ape-X (distributed prioritized replay): its workers and replay shards as Ray actors "
-                            "(ray) or in this process (local); an 'agent: apex' config defaults to local. IMPALA "
+                            "(ray) or in this process (local); an 'agent: apex' config defaults to local, an 'agent: dqn' "
+                            "config with --executor runs Ape-X over it. IMPALA "
                             "('agent: impala'): one process (local, the default), actor processes with TF servers "
                             "(tf-dist, --actors) or Ray actors (ray, --workers); seed: central batched inference, actors only "
                             "step environments (--actors; Ray with --address)")

@@ -72,8 +72,8 @@ def test_the_registry_builds_the_page_agent_by_its_dotted_path(project):
 
 
 @pytest.mark.parametrize("name, message", [
-    ("no_such_module:Agent", "cannot import 'no_such_module'"),
-    ("json:NoSuchClass", "module 'json' has no 'NoSuchClass'"),
+    ("no_such_module:Agent", "cannot import module 'no_such_module'"),
+    ("json:NoSuchClass", "module 'json' has no attribute 'NoSuchClass'"),
     ("json:dumps", "is not a class"),
     ("json:JSONDecoder", "needs a config_class attribute"),
     ("dqn2", "must be one of ['apex', 'dqn', 'impala'] or the dotted path"),

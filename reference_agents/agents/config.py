@@ -167,7 +167,8 @@ def describe_config_path(text: str, path: str) -> str:
 
 
 def load_agent_config(config: str | os.PathLike | dict[str, Any] | BaseModel,
-                      overrides: dict[str, Any] | None = None, *, model: type[BaseModel]) -> tuple[Any, str]:
+                      overrides: dict[str, Any] | None = None, *, model: type[BaseModel],
+                      source: str | None = None) -> tuple[Any, str]:
     """A config checked against ``model`` and where it came from (the file path, or ``<dict>``).
 
     Most callers want `reference_agents.agents.load_config`, which picks ``model`` by the ``agent`` key.
@@ -176,6 +177,7 @@ def load_agent_config(config: str | os.PathLike | dict[str, Any] | BaseModel,
         config: a YAML or JSON file path, a dict of the same structure, or a config object.
         overrides: top-level keys to replace before checking (``{"backend": "tf", "seed": 3}``).
         model: the config class to check against (`DQNConfig`, `IMPALAConfig`, a user agent's ``config_class``).
+        source: what errors name for a dict (default ``<dict>``): the file it was read from.
 
     Raises:
         ConfigError: naming the file, every key path at fault and what was expected.
@@ -183,7 +185,7 @@ def load_agent_config(config: str | os.PathLike | dict[str, Any] | BaseModel,
     if isinstance(config, BaseModel):
         data, source = config.model_dump(by_alias=True), "<config>"
     elif isinstance(config, dict):
-        data, source = dict(config), "<dict>"
+        data, source = dict(config), source or "<dict>"
     elif isinstance(config, (str, os.PathLike)):
         source = resolve_config_path(os.fspath(config))  # a file, or a bare name like dqn_cartpole
         data = read_config_file(source)

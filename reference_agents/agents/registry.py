@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from harness.execution.serialization import BadFileError
 from harness.specs.loader import import_object as load_object
-from reference_agents.agents.checkpoints import read_agent_state
+from reference_agents.agents.checkpoints import CHECKPOINT_STATE, read_agent_state
 from reference_agents.agents.config import ConfigError, load_agent_config, read_config_file, resolve_config_path
 from reference_agents.agents.dqn import DQNAgent, DQNConfig
 from reference_agents.agents.impala import IMPALAAgent, IMPALAConfig
@@ -139,21 +139,33 @@ def agent_entry(name: str, source: str = "<config>") -> AgentEntry:
                           description=entry.description)
 
 
+def config_entry(config: Any) -> tuple[AgentEntry, Any, str]:
+    """The entry of the agent a config names (its ``agent`` key, ``dqn`` when it has none), the config as read
+    (a file's data is read here, once) and its source (the file path, ``<dict>`` or ``<config>``).
+
+    Raises:
+        ConfigError: naming the file when it cannot be read or holds no mapping, and the ``agent`` key when it
+            names no known agent.
+    """
+    if isinstance(config, (str, os.PathLike)):
+        source = resolve_config_path(os.fspath(config))
+        data = read_config_file(source)
+        if not isinstance(data, dict):
+            raise ConfigError(source, [("", f"expected a mapping at the top; got {type(data).__name__}")])
+    elif isinstance(config, dict):
+        data, source = config, "<dict>"
+    else:
+        return agent_entry(str(getattr(config, "agent", "dqn")), "<config>"), config, "<config>"
+    return agent_entry(data.get("agent", "dqn"), source), data, source
+
+
 def agent_kind(config: Any) -> str:
     """The ``agent`` key of a config file, bare config name, dict or config object (``dqn`` when it has none).
 
     Raises:
         ConfigError: naming the file and the key when it names no known agent.
     """
-    if isinstance(config, (str, os.PathLike)):
-        source = resolve_config_path(os.fspath(config))
-        data = read_config_file(source)
-    elif isinstance(config, dict):
-        data, source = config, "<dict>"
-    else:
-        return str(getattr(config, "agent", "dqn"))
-    kind = data.get("agent", "dqn") if isinstance(data, dict) else "dqn"
-    return agent_entry(kind, source).name
+    return config_entry(config)[0].name
 
 
 def load_config(config: Any, overrides: dict[str, Any] | None = None) -> tuple[Any, str]:
@@ -166,10 +178,8 @@ def load_config(config: Any, overrides: dict[str, Any] | None = None) -> tuple[A
     Raises:
         ConfigError: naming the file, every key path at fault and what was expected.
     """
-    if isinstance(config, (str, os.PathLike)):
-        config = resolve_config_path(os.fspath(config))
-    entry = agent_entry(agent_kind(config), config if isinstance(config, str) else "<config>")
-    return load_agent_config(config, overrides, model=entry.model())
+    entry, data, source = config_entry(config)
+    return load_agent_config(data, overrides, model=entry.model(), source=source)
 
 
 def build_agent(config: Any, backend: str | None = None, seed: int | None = None, **kwargs: Any) -> Any:
@@ -179,15 +189,14 @@ def build_agent(config: Any, backend: str | None = None, seed: int | None = None
         ConfigError: for a bad config, or one whose agent is a distributed driver (Ape-X: `spacegraph train`
             builds it with an executor).
     """
-    if isinstance(config, (str, os.PathLike)):
-        config = resolve_config_path(os.fspath(config))
-    source = config if isinstance(config, str) else "<config>"
-    entry = agent_entry(agent_kind(config), source)
+    entry, _, source = config_entry(config)
     if entry.agent_class is None:
         raise ConfigError(source, [("agent", f"{entry.name!r} is a distributed driver, not one agent object: "
                                              f"run it with `spacegraph train` (or build its driver with an "
                                              f"executor: {entry.description})")])
-    return entry.agent_class(config, backend=backend, seed=seed, **kwargs)
+    # the file itself (not the data read above), so that the agent's own errors name it
+    return entry.agent_class(source if isinstance(config, (str, os.PathLike)) else config, backend=backend,
+                             seed=seed, **kwargs)
 
 
 def checkpoint_formats() -> dict[str, AgentEntry]:
@@ -212,7 +221,7 @@ def checkpoint_entry(directory: str) -> AgentEntry:
     fmt = meta.get("format")
     if fmt in by_format:
         return by_format[fmt]
-    path = os.path.join(directory, "agent_state.npz")
+    path = os.path.join(directory, CHECKPOINT_STATE)
     saved = meta.get("config")
     name = saved.get("agent") if isinstance(saved, dict) else None
     if isinstance(name, str) and name not in AGENTS and ("." in name or ":" in name):

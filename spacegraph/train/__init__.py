@@ -1,7 +1,7 @@
 """``spacegraph train``: its flags (`add_train_parser`) and the dispatch (`cmd_train`): the agent registry says
 which agent a config or a resumed run holds (`reference_agents.agents.agent_kind`, `checkpoint_kind`), and
-`TRAIN_COMMANDS` runs it: IMPALA (`impala`), Ape-X (`apex`), and every agent trained in one process by a
-`Trainer` (`single`: DQN and users' agents named by dotted path)."""
+`train_command` picks the command that runs it: IMPALA (`impala`), Ape-X (`apex`), and every agent trained in
+one process by a `Trainer` (`single`: DQN and users' agents named by dotted path)."""
 
 from __future__ import annotations
 
@@ -72,6 +72,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     problem = out_dir_problem(args)
     if problem:
         return fail(problem)
+    if args.resume is not None and args.seed is not None:
+        return fail("--seed cannot change a resumed run (its seed is in the checkpoint)")
     try:
         if args.resume is not None:
             add_project_imports(args.resume)

@@ -41,8 +41,6 @@ def cmd_train_apex(args: argparse.Namespace, options: dict[str, Any]) -> int:
     trainer = None
     try:
         if args.resume is not None:
-            if args.seed is not None:
-                return fail("--seed cannot change a resumed run (its seed is in the checkpoint)")
             if args.shards is not None:
                 return fail("--shards cannot change a resumed Ape-X run (each shard comes back from its snapshot)")
             # the threads of the backend the run will rebuild on: --backend, else the one saved

@@ -95,8 +95,6 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any]) -> int:
     trainer = None
     try:
         if args.resume is not None:
-            if args.seed is not None:
-                return fail("--seed cannot change a resumed run (its seed is in the checkpoint)")
             set_framework_threads(args.backend or "torch", args.threads)
             if serve is not None:
                 ensure_token(serve, args.resume)

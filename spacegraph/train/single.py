@@ -23,8 +23,6 @@ def cmd_train_single(args: argparse.Namespace, options: dict[str, Any]) -> int:
         return fail("--workers, --shards and --address are for distributed training: give --executor ray (or local)")
     try:
         if args.resume is not None:
-            if args.seed is not None:
-                return fail("--seed cannot change a resumed run (its seed is in the checkpoint)")
             if args.out is not None and os.path.abspath(args.out) != os.path.abspath(args.resume):
                 return fail(f"--out {args.out} differs from --resume {args.resume}: a resumed run continues in its "
                             f"own directory")

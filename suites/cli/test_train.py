@@ -344,6 +344,12 @@ def test_bad_yaml_names_the_file(tmp_path, capsys):
     assert f"{path}: 1 problem(s) in the agent config\n  <top>: not valid YAML" in capsys.readouterr().err
 
 
+def test_a_resumed_run_keeps_its_seed(tmp_path, capsys):
+    assert main(["train", "--resume", str(tmp_path / "run"), "--seed", "3", "--quiet"]) == 2
+    assert capsys.readouterr().err == ("spacegraph train: --seed cannot change a resumed run (its seed is in the "
+                                       "checkpoint)\n")
+
+
 @pytest.mark.parametrize("flag", ["--steps", "--eval-episodes", "--threads"])
 def test_non_positive_counts_are_refused(tmp_path, capsys, flag):
     with pytest.raises(SystemExit) as info:

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["PROJECT_MARKERS", "project_root", "import_roots", "add_import_roots"]
+__all__ = ["PROJECT_MARKERS", "project_root", "import_roots", "add_import_folders", "add_import_roots"]
 
 #: Files and folders that mark a project root.
 PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", "pytest.ini", "tox.ini", ".git")
@@ -42,16 +42,25 @@ def import_roots(paths: list[str | os.PathLike]) -> list[Path]:
     return roots
 
 
-def add_import_roots(paths: list[str | os.PathLike]) -> list[Path]:
-    """Puts the project roots of ``paths`` at the front of ``sys.path`` (those not on it yet).
+def add_import_folders(folders: list[str | os.PathLike]) -> list[Path]:
+    """Puts ``folders`` at the front of ``sys.path``, in order (those not on it yet).
 
     Returns:
         The folders added.
     """
     present = {os.path.abspath(p or os.curdir) for p in sys.path}
     added = []
-    for folder in reversed(import_roots(paths)):
-        if str(folder) not in present:
+    for folder in reversed([Path(f) for f in folders]):
+        if os.path.abspath(folder) not in present:
             sys.path.insert(0, str(folder))
             added.append(folder)
     return added[::-1]
+
+
+def add_import_roots(paths: list[str | os.PathLike]) -> list[Path]:
+    """Puts the project roots of ``paths`` at the front of ``sys.path`` (those not on it yet).
+
+    Returns:
+        The folders added.
+    """
+    return add_import_folders(import_roots(paths))

@@ -21,16 +21,10 @@ def add_project_imports(path: str) -> None:
     """Makes a user's components and agents, named by dotted path in a config (or a resumed run's saved config),
     importable: the project root of ``path`` (`harness.specs.project`) goes on ``sys.path``, or, outside any
     project, the folder of ``path`` itself (a config file's, or the current one for a run directory)."""
-    import sys
+    from harness.specs.project import add_import_folders, import_roots
 
-    from harness.specs.project import add_import_roots, project_root
-
-    if project_root(path) is not None:
-        add_import_roots([path])
-        return
-    folder = os.path.abspath(os.path.dirname(path) if os.path.isfile(path) else os.curdir)
-    if folder not in [os.path.abspath(p or os.curdir) for p in sys.path]:
-        sys.path.insert(0, folder)
+    outside = [os.path.abspath(os.path.dirname(path) if os.path.isfile(path) else os.curdir)]
+    add_import_folders(import_roots([path]) or outside)
 
 
 def resumed_kind(directory: str) -> str | None:

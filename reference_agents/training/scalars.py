@@ -287,9 +287,8 @@ def actor_learner_scalars(worker: Any) -> dict[str, float]:
 def central_inference_scalars(worker: Any) -> dict[str, float]:
     """`actor_learner_scalars` of a `CentralInferenceWorker`, with its batched inference calls, their mean
     batch (actors per call) and the longest a batch waited for more requests."""
-    calls = sum(worker.batch_sizes.values())
-    mean = sum(k * v for k, v in worker.batch_sizes.items()) / calls if calls else None
-    return {**actor_learner_scalars(worker), "inference/calls": calls, "inference/mean_batch": mean,
+    return {**actor_learner_scalars(worker), "inference/calls": sum(worker.batch_sizes.values()),
+            "inference/mean_batch": worker.mean_batch(),
             "inference/max_wait_s": worker.max_wait}
 
 

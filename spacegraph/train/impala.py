@@ -150,9 +150,8 @@ def distributed_summary(worker: Any, kind: str) -> list[str]:
     per actor and failures, and steps whose outcome the transport lost (with the rollouts lost in them)."""
     lines = []
     if kind == "seed":
-        sizes = worker.batch_sizes
-        mean = sum(k * v for k, v in sizes.items()) / max(sum(sizes.values()), 1)
-        lines.append(f"{'inference':<12}  {sum(sizes.values()):,} batched calls, {mean:.2f} actors per call on average")
+        lines.append(f"{'inference':<12}  {sum(worker.batch_sizes.values()):,} batched calls, "
+                     f"{worker.mean_batch() or 0.0:.2f} actors per call on average")
     lines.append(f"{'actors':<12}  {worker.executor.num_actors}; rollouts learned per actor "
                  f"{dict(sorted(worker.received.items()))}; failures: "
                  + ("; ".join(f.message for f in worker.executor.failures) or "none"))

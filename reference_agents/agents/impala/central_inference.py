@@ -147,6 +147,11 @@ class CentralInferenceWorker(ActorLearnerWorker):
         self._rollouts: collections.deque = collections.deque()
         super().__init__(agent, executor_factory, publish_every=0, **kwargs)
 
+    def mean_batch(self) -> float | None:
+        """Actors per batched inference call so far, on average (None before the first call)."""
+        calls = sum(self.batch_sizes.values())
+        return sum(k * v for k, v in self.batch_sizes.items()) / calls if calls else None
+
     def _make_executor(self, executor_factory: Callable[..., Any]) -> Any:
         return executor_factory(central_queues(self.agent, self.actors))
 

@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Sequence
 
 ARITH = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.Pow: ast.Mult,
@@ -36,22 +36,42 @@ BOOL = {ast.And: ast.Or, ast.Or: ast.And}
 
 @dataclass
 class Mutant:
-    """One change: ``index`` is its place in `mutants`' order, ``line`` the source line, ``what`` says what changed."""
+    """One change: ``index`` is its place in `mutants`' order, ``line`` the source line, ``what`` says what changed.
+
+    ``key`` names the change by its content (see `content_key`), so it stays the same when code
+    elsewhere in the module changes; ``index`` and ``line`` do not.
+    """
 
     index: int
     line: int
     operator: str
     what: str
+    key: str = ""
 
 
 @dataclass
 class Outcome:
-    """A mutant's run: ``status`` is ``killed``, ``survived`` or ``timeout``; ``seconds`` its wall time."""
+    """A mutant's run: ``status`` is ``killed``, ``survived`` or ``timeout``; ``seconds`` its wall time.
+
+    ``backends`` maps each backend run, in run order, to its status there (empty when the run
+    named no backend); ``status`` is the first of them that is not ``survived``, else ``survived``.
+    """
 
     module: str
     mutant: Mutant
     status: str
     seconds: float
+    backends: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def killed_by(self) -> str | None:
+        """The first backend whose run killed the mutant (or timed out), None when it survived them all."""
+        return next((b for b, s in self.backends.items() if s != "survived"), None)
+
+    @property
+    def full_key(self) -> str:
+        """``module:key``: the mutant's name in ``equivalent.json`` and for ``--mutants``."""
+        return f"{self.module}:{self.mutant.key}"
 
 
 def _docstring_nodes(tree: ast.AST) -> set[int]:
@@ -133,10 +153,77 @@ def _apply(tree: ast.Module, index: int) -> ast.Module:
     raise IndexError(f"mutation: no mutant {index}; the module has {len(list(_sites(tree)))}")
 
 
+def _scopes_and_parents(tree: ast.AST) -> tuple[dict[int, str], dict[int, ast.AST]]:
+    """ids of nodes -> the dotted name of the class/function enclosing them (``<module>`` at top), and -> parent."""
+    scopes: dict[int, str] = {}
+    parents: dict[int, ast.AST] = {}
+    stack: list[tuple[ast.AST, str]] = [(tree, "")]
+    while stack:
+        node, scope = stack.pop()
+        scopes[id(node)] = scope or "<module>"
+        inner = f"{scope}.{node.name}".lstrip(".") if isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else scope
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+            stack.append((child, inner))
+    return scopes, parents
+
+
+def _changed_text(context: ast.AST, node: ast.AST, change: tuple) -> str:
+    """The source of ``context`` (``node`` or its parent) once ``change`` is made to ``node``."""
+    kind = change[0]
+    if kind in ("pass", "unnot", "return_none"):  # context is node itself for these
+        return "pass" if kind == "pass" else ("return None" if kind == "return_none"
+                                              else ast.unparse(node.operand))  # type: ignore[attr-defined]
+    position = next(i for i, n in enumerate(ast.walk(context)) if n is node)
+    changed = copy.deepcopy(context)
+    target: Any = next(n for i, n in enumerate(ast.walk(changed)) if i == position)
+    if kind == "op":
+        target.op = change[1]
+    elif kind == "cmp":
+        target.ops[change[1]] = change[2]
+    else:
+        target.value = change[1]
+    return ast.unparse(changed)
+
+
+def content_key(scope: str, operator: str, before: str, after: str) -> str:
+    """``scope:operator:before -> after``, whitespace runs collapsed: a mutant's name by content.
+
+    ``scope`` is the enclosing ``Class.method`` (``<module>`` at top level); ``before``/``after``
+    the source of the mutated node (of its parent expression for a constant, so ``n - 1 -> n - 2``,
+    not ``1 -> 2``; ``x.sum(axis=-1)``, not ``-1``) before and after the change. `mutants` appends
+    `` #2``, `` #3``... to the second, third... mutant of one module with the same key, in source order.
+    """
+    return " ".join(f"{scope}:{operator}:{before} -> {after}".split())
+
+
 def mutants(source: str) -> list[Mutant]:
-    """Every mutant of ``source``, in a fixed order (`Mutant.index` is the position)."""
+    """Every mutant of ``source``, in a fixed order (`Mutant.index` is the position), each with its content key."""
     tree = ast.parse(source)
-    return [Mutant(i, getattr(node, "lineno", 0), op, what) for i, (node, op, what, _) in enumerate(_sites(tree))]
+    scopes, parents = _scopes_and_parents(tree)
+    out = []
+    for i, (node, op, what, change) in enumerate(_sites(tree)):
+        context = _constant_context(node, parents) if isinstance(node, ast.Constant) else node
+        key = content_key(scopes[id(node)], op, ast.unparse(context), _changed_text(context, node, change))
+        line = getattr(node, "lineno", 0)
+        out.append((line, getattr(node, "col_offset", 0), Mutant(i, line, op, what, key)))
+    seen: dict[str, int] = {}
+    for _, _, mutant in sorted(out, key=lambda t: (t[0], t[1], t[2].index)):  # duplicates numbered in source order
+        seen[mutant.key] = seen.get(mutant.key, 0) + 1
+        mutant.key += f" #{seen[mutant.key]}" if seen[mutant.key] > 1 else ""
+    return [mutant for _, _, mutant in out]
+
+
+_LITERAL_PARTS = (ast.UnaryOp, ast.Tuple, ast.List, ast.Slice)
+
+
+def _constant_context(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST:
+    """The expression a constant sits in: up through ``-1``, ``(0, 1)``, ``1:``, then one more expression/keyword."""
+    while isinstance(parents.get(id(node)), _LITERAL_PARTS):
+        node = parents[id(node)]
+    parent = parents.get(id(node))
+    return parent if isinstance(parent, (ast.expr, ast.keyword)) else node
 
 
 def mutated_source(source: str, index: int) -> str:
@@ -199,8 +286,8 @@ def _run_pytest(pytest_args: Sequence[str], timeout: float, env: dict[str, str],
 
 
 def outcomes_json(outcomes: list[Outcome]) -> list[dict[str, Any]]:
-    """The outcomes as JSON-ready dicts."""
-    return [{**asdict(o), "mutant": asdict(o.mutant)} for o in outcomes]
+    """The outcomes as JSON-ready dicts (with ``killed_by``: the first backend that killed the mutant)."""
+    return [{**asdict(o), "mutant": asdict(o.mutant), "killed_by": o.killed_by} for o in outcomes]
 
 
 def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:

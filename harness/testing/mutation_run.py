@@ -6,9 +6,14 @@ mutants (`harness.testing.mutation.mutants`), optionally draws a random sample o
 the specs naming a class defined in it or a subclass of one (``--specs``), and the test
 files under ``--tests`` whose ``MUTATION_COVERS`` tuple names it, as one ``-k`` expression
 of their stems; all of ``--tests`` when none does. Each mutant runs with ``-x`` and a
-per-mutant ``--timeout``, one at a time.
+per-mutant ``--timeout``, one at a time, on each backend of ``--backends`` in turn
+(``SPACEGRAPH_BACKENDS`` set to one backend per run; default ``torch,tf``): a later backend
+runs only the mutants every earlier one let survive (``--every-backend``: all of them), and a
+mutant is killed when any backend's run fails or times out.
+Mutants are named by content (``module:Class.method:operator:before -> after``, see
+`harness.testing.mutation.content_key`), in ``--mutants`` and ``--equivalent``.
 It writes ``OUT.json`` (every outcome) and ``OUT.md`` (kill rate with its 95% Clopper-
-Pearson interval, survivors by module and line), and says plainly when it ran a sample.
+Pearson interval, kills by backend, survivors by module and line), and says plainly when it ran a sample.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import ast
 import inspect
 import json
 import math
+import os
 import random
 import sys
 from pathlib import Path
@@ -124,12 +130,33 @@ def selection(module: str, tests: Path, spec_dir: Path | None) -> list[str]:
     return (spec_stems(module, spec_dir) if spec_dir else []) + covering_tests(module, tests)
 
 
+def backend_counts(outcomes: list[Outcome]) -> list[str]:
+    """Report lines: how many mutants each backend killed first, and (where both ran) only TF / only torch killed."""
+    order = list(dict.fromkeys(b for o in outcomes for b in o.backends))
+    if not order:
+        return []
+    first = {b: sum(o.killed_by == b for o in outcomes) for b in order}
+    lines = ["## Kills by backend", "",
+             f"Backends in run order: {', '.join(order)}. A backend runs a mutant only when every earlier one let it "
+             "survive, unless `--every-backend` was given: so *killed first by* a later backend means *killed only "
+             "by it* among the backends run, and the first backend's count includes mutants a later one would also "
+             "have killed.", "", "| backend | killed first by it (timeouts count) | runs |", "|---|---|---|"]
+    lines += [f"| {b} | {first[b]} | {sum(b in o.backends for o in outcomes)} |" for b in order]
+    both = [o for o in outcomes if all(b in o.backends for b in order)]
+    if len(order) > 1:
+        lines += ["", f"Of the {len(both)} mutants run on every backend:"]
+        for b in order:
+            only = sum(o.backends[b] != "survived" and all(o.backends[c] == "survived" for c in order if c != b)
+                       for o in both)
+            lines.append(f"- killed only by {b}: {only}")
+    return lines + [""]
+
+
 def report_markdown(outcomes: list[Outcome], total: int, sampled: bool, seed: int | None, args: str,
                     equivalent: dict[str, str], named: bool = False) -> str:
-    """The Markdown report: figures, then every survivor (with its explanation when known equivalent)."""
-    keyed = {f"{o.module}:{o.mutant.index}": o for o in outcomes}
-    eq = [k for k in keyed if k in equivalent and keyed[k].status == "survived"]
-    counted = [o for k, o in keyed.items() if k not in eq]
+    """The Markdown report: figures, kills by backend, then every survivor (with its reason when known equivalent)."""
+    eq = [o for o in outcomes if o.full_key in equivalent and o.status == "survived"]
+    counted = [o for o in outcomes if o not in eq]
     killed = sum(o.status in ("killed", "timeout") for o in counted)
     lo, hi = clopper_pearson(killed, len(counted))
     rate = killed / len(counted) if counted else float("nan")
@@ -143,13 +170,69 @@ def report_markdown(outcomes: list[Outcome], total: int, sampled: bool, seed: in
              "| mutants run | equivalent | killed (timeouts count as killed) | survived | kill rate of "
              "non-equivalent | 95% interval |", "|---|---|---|---|---|---|",
              f"| {len(outcomes)} | {len(eq)} | {killed} | {len(counted) - killed} | {rate:.1%} | "
-             f"{lo:.1%} - {hi:.1%} |", "", "## Survivors", "",
-             "| module | line | operator | change | equivalent because |", "|---|---|---|---|---|"]
-    for key, o in sorted(keyed.items(), key=lambda kv: (kv[1].module, kv[1].mutant.line)):
+             f"{lo:.1%} - {hi:.1%} |", "", *backend_counts(outcomes), "## Survivors", "",
+             "| module | line | operator | change | key | equivalent because |", "|---|---|---|---|---|---|"]
+    for o in sorted(outcomes, key=lambda o: (o.module, o.mutant.line, o.mutant.index)):
         if o.status == "survived":
             lines.append(f"| {o.module} | {o.mutant.line} | {o.mutant.operator} | {o.mutant.what} | "
-                         f"{equivalent.get(key, 'not explained: needs a check')} |")
+                         f"`{_cell(o.full_key)}` | {equivalent.get(o.full_key, 'not explained: needs a check')} |")
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell and a code span."""
+    return text.replace("|", "\\|").replace("`", "'")
+
+
+def load_equivalent(path: Path) -> dict[str, str]:
+    """``--equivalent``'s JSON object ``{key: why}``.
+
+    Raises:
+        ValueError: the file is missing, not JSON, or not an object of strings; the message names the file.
+    """
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--equivalent {path}: expected a JSON object {{key: why}}, could not read it: {exc}")
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise ValueError(f"--equivalent {path}: expected a JSON object {{key: why}} of strings, "
+                         f"got {type(data).__name__}")
+    return data
+
+
+BACKENDS = ("tf", "torch")
+
+
+def parse_backends(raw: str) -> list[str]:
+    """``--backends``' comma list, in run order.
+
+    Raises:
+        ValueError: an unknown or repeated backend, or none.
+    """
+    named = [b.strip() for b in raw.split(",") if b.strip()]
+    unknown = [b for b in named if b not in BACKENDS]
+    if not named or unknown or len(set(named)) != len(named):
+        raise ValueError(f"--backends: expected a comma list of distinct backends from {list(BACKENDS)}, "
+                         f"got {raw!r}")
+    return named
+
+
+def run_on_backends(module: str, path: str, index: int, pytest_args: list[str], timeout: float,
+                    backends: list[str], every: bool) -> tuple[dict[str, str], float]:
+    """Runs the mutant once per backend (``SPACEGRAPH_BACKENDS`` set to it), stopping at the first kill unless ``every``.
+
+    Returns:
+        ``({backend: status}, seconds)`` with the backends run, in order.
+    """
+    results: dict[str, str] = {}
+    seconds = 0.0
+    for backend in backends:
+        env = {**os.environ, "SPACEGRAPH_BACKENDS": backend}
+        results[backend], took = timed(run_mutant, module, path, index, pytest_args, timeout, env=env)
+        seconds += took
+        if results[backend] != "survived" and not every:
+            break
+    return results, seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,21 +244,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=None, help="run a random sample of this many mutants")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant")
-    parser.add_argument("--equivalent", default=None, help="JSON {module:index: why} of equivalent mutants")
+    parser.add_argument("--equivalent", default=None,
+                        help="JSON {key: why} of equivalent mutants, keyed as the report's key column")
+    parser.add_argument("--backends", default="torch,tf",
+                        help="comma list, in run order (default torch,tf): each later backend runs the mutants "
+                             "the earlier ones let survive; the selection must pass unmutated on each")
+    parser.add_argument("--every-backend", action="store_true",
+                        help="run every mutant on every backend (to count kills only one backend makes)")
     parser.add_argument("--whole-suite", action="store_true",
                         help="run all of --tests for every mutant, not only the tests selected for its module "
                              "(to confirm survivors: a parent component's spec may kill a child's mutant)")
-    parser.add_argument("--mutants", nargs="+", default=None, metavar="MODULE:INDEX",
-                        help="run exactly these mutants (e.g. the survivors of an earlier run), not a sample")
+    parser.add_argument("--mutants", nargs="+", default=None, metavar="KEY",
+                        help="run exactly these mutants (e.g. the survivors of an earlier run), not a sample: "
+                             "their keys (the report's key column), or MODULE:INDEX for the tree as it is now")
     parser.add_argument("--out", required=True, help="writes OUT.json and OUT.md")
     args = parser.parse_args(argv)
+    try:
+        backends = parse_backends(args.backends)
+    except ValueError as exc:
+        parser.error(str(exc))
     root = Path(args.root).resolve()
     files = sorted(p for p in (root / args.package_dir).rglob("*.py") if p.name != "__init__.py")
     sources = {p: p.read_text() for p in files}
     every = [(module_name(p, root), p, m) for p in files for m in mutants(sources[p])]
     # a random order, not sorted: every prefix of it is a random sample too, so an interrupted run still reports one
     if args.mutants:
-        where = {f"{module}:{m.index}": k for k, (module, _, m) in enumerate(every)}
+        where = {name: k for k, (module, _, m) in enumerate(every) for name in (f"{module}:{m.index}",
+                                                                                f"{module}:{m.key}")}
         unknown = [key for key in args.mutants if key not in where]
         if unknown:
             parser.error(f"--mutants: no such mutant(s) {unknown} under {args.package_dir}")
@@ -184,10 +279,18 @@ def main(argv: list[str] | None = None) -> int:
         chosen = random.Random(args.seed).sample(range(len(every)), args.sample)
     else:
         chosen = range(len(every))
-    equivalent = json.loads(Path(args.equivalent).read_text()) if args.equivalent else {}
+    try:
+        equivalent = load_equivalent(Path(args.equivalent)) if args.equivalent else {}
+    except ValueError as exc:
+        parser.error(str(exc))
+    known = {f"{module}:{m.key}" for module, _, m in every}
+    stale = sorted(k for k in equivalent if k not in known and any(k.startswith(f"{mod}:") for mod, _, _ in every))
+    if stale:
+        print(f"mutation_run: {len(stale)} key(s) of {args.equivalent} name no mutant of the tree (the code "
+              f"changed; re-key or drop them): {stale}", file=sys.stderr)
     outcomes: list[Outcome] = []
     stems: dict[str, list[str]] = {}
-    baseline: dict[str, str] = {}
+    baseline: dict[tuple[str, str], str] = {}
     for k, i in enumerate(chosen):
         module, path, mutant = every[i]
         if path.read_text() != sources[path]:  # the mutant indices were taken from the old text: stop
@@ -200,22 +303,30 @@ def main(argv: list[str] | None = None) -> int:
         select = ["-k", " or ".join(stems[module])] if stems.get(module) else []
         pytest_args = ["-x", "-q", "-p", "no:cacheprovider", args.tests, *select]
         try:
-            if module not in baseline:  # the selection must pass on the unchanged code, else every mutant "dies"
-                baseline[module] = run_unmutated(pytest_args, args.timeout)
-                if baseline[module] != "survived":
-                    print(f"mutation_run: the selection {pytest_args} does not pass on the unmutated code "
-                          f"({baseline[module]}); fix it before measuring {module}", file=sys.stderr)
-                    return 2
-            status, seconds = timed(run_mutant, module, str(path), mutant.index, pytest_args, args.timeout)
+            for backend in backends:  # the selection must pass on the unchanged code, else every mutant "dies"
+                if (module, backend) not in baseline:
+                    env = {**os.environ, "SPACEGRAPH_BACKENDS": backend}
+                    baseline[module, backend] = run_unmutated(pytest_args, args.timeout, env=env)
+                    if baseline[module, backend] != "survived":
+                        print(f"mutation_run: the selection {pytest_args} does not pass on the unmutated code "
+                              f"with SPACEGRAPH_BACKENDS={backend} ({baseline[module, backend]}); fix it before "
+                              f"measuring {module}", file=sys.stderr)
+                        return 2
+            results, seconds = run_on_backends(module, str(path), mutant.index, pytest_args, args.timeout,
+                                               backends, args.every_backend)
         except RuntimeError as exc:  # the selection ran no test: stop (the report so far stays as written)
             print(f"mutation_run: {exc}", file=sys.stderr)
             return 2
-        outcomes.append(Outcome(module, mutant, status, round(seconds, 1)))
-        print(f"[{k + 1}/{len(chosen)}] {module}:{mutant.line} {mutant.what}: {status} ({seconds:.0f}s; "
+        status = next((s for s in results.values() if s != "survived"), "survived")
+        outcomes.append(Outcome(module, mutant, status, round(seconds, 1), results))
+        print(f"[{k + 1}/{len(chosen)}] {module}:{mutant.line} {mutant.what}: {status} "
+              f"({', '.join(f'{b} {s}' for b, s in results.items())}; {seconds:.0f}s; "
               f"ran {' or '.join(stems[module]) or 'all of ' + args.tests})", flush=True)
         sampled = bool(args.sample) and not args.mutants
         Path(args.out + ".json").write_text(json.dumps({"total": len(every), "sampled": sampled,
-                                                        "seed": args.seed, "selections": stems,
+                                                        "seed": args.seed, "backends": backends,
+                                                        "every_backend": args.every_backend,
+                                                        "selections": stems,
                                                         "outcomes": outcomes_json(outcomes)},
                                                        indent=1))
         Path(args.out + ".md").write_text(report_markdown(outcomes, len(every), sampled, args.seed,

@@ -105,13 +105,15 @@ def test_clopper_pearson_and_sample_report() -> None:
     lo, hi = clopper_pearson(9, 10)
     assert lo == pytest.approx(0.5550, abs=1e-4) and hi == pytest.approx(0.9975, abs=1e-4)
     assert clopper_pearson(10, 10)[1] == 1.0 and clopper_pearson(0, 10)[0] == 0.0
-    outs = [Outcome("m", Mutant(0, 3, "arith", "Add -> Sub"), "killed", 1.0),
-            Outcome("m", Mutant(1, 4, "constant", "1 -> 2"), "survived", 1.0),
-            Outcome("m", Mutant(2, 5, "compare", "Lt -> LtE"), "survived", 1.0)]
-    text = report_markdown(outs, 50, True, 7, "--sample 3", {"m:2": "x is never equal to lo there"})
+    outs = [Outcome("m", Mutant(0, 3, "arith", "Add -> Sub", "f:arith:a + b -> a - b"), "killed", 1.0),
+            Outcome("m", Mutant(1, 4, "constant", "1 -> 2", "f:constant:a + 1 -> a + 2"), "survived", 1.0),
+            Outcome("m", Mutant(2, 5, "compare", "Lt -> LtE", "f:compare:x < lo -> x <= lo"), "survived", 1.0)]
+    text = report_markdown(outs, 50, True, 7, "--sample 3", {"m:f:compare:x < lo -> x <= lo": "x is never lo there",
+                                                              "m:2": "an index names no mutant"})
     assert "**This is a random sample** of 3 of the 50 mutants (seed 7, drawn in random order" in text
     assert "| 3 | 1 | 1 | 1 | 50.0% |" in text
-    assert "not explained: needs a check" in text and "x is never equal to lo there" in text
+    assert "not explained: needs a check" in text and "x is never lo there" in text
+    assert "`m:f:constant:a + 1 -> a + 2` | not explained" in text
 
 
 def test_named_mutants_run_and_a_selection_failing_unmutated_stops_the_run(
@@ -136,7 +138,7 @@ def test_named_mutants_run_and_a_selection_failing_unmutated_stops_the_run(
                                             "    assert clip(5) == 6\n")
     assert main(["--package-dir", "tinypkg", "--tests", "test_broken.py", "--out", out,
                  "--mutants", f"tinypkg.tiny:{add}"]) == 2
-    assert "does not pass on the unmutated code (killed)" in capsys.readouterr().err
+    assert "does not pass on the unmutated code with SPACEGRAPH_BACKENDS=torch (killed)" in capsys.readouterr().err
 
 
 def test_mutation_covers_selects_test_files_without_importing_them(tmp_path: Path) -> None:
@@ -182,3 +184,63 @@ def test_a_module_changed_during_the_run_stops_it(project: Path, tmp_path: Path,
             "--mutants", f"tinypkg.tiny:{add}", f"tinypkg.tiny:{add}"]
     assert mutation_run.main(args) == 2
     assert "tiny.py changed since the run started" in capsys.readouterr().err
+
+
+def test_each_backend_runs_the_survivors_of_the_ones_before(project: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    """A test that only checks on TF: torch lets the mutant survive, TF kills it, and the report says so."""
+    import json
+
+    from harness.testing.mutation_run import main
+
+    repo = str(Path(__file__).resolve().parents[2])
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(project), repo]))
+    (project / "test_tf_only.py").write_text(
+        "import os\n\nfrom tinypkg.tiny import total\n\n\ndef test_it():\n"
+        "    assert os.environ['SPACEGRAPH_BACKENDS'] != 'tf' or total([1, 2, 3]) == 6\n")
+    add = next(m for m in mutants(TINY) if m.what == "Add -> Sub")
+    out = str(tmp_path / "tf_only")
+    assert main(["--package-dir", "tinypkg", "--tests", "test_tf_only.py", "--out", out,
+                 "--mutants", f"tinypkg.tiny:{add.key}"]) == 0   # a content key, default backends torch,tf
+    outcome = json.loads(Path(out + ".json").read_text())["outcomes"][0]
+    assert outcome["backends"] == {"torch": "survived", "tf": "killed"} and outcome["killed_by"] == "tf"
+    assert outcome["status"] == "killed" and outcome["mutant"]["key"] == add.key
+    report = Path(out + ".md").read_text()
+    assert "| tf | 1 | 1 |" in report and "| torch | 0 | 1 |" in report and "killed only by tf: 1" in report
+    # torch only: the same mutant survives, and the report has no TF row
+    assert main(["--package-dir", "tinypkg", "--tests", "test_tf_only.py", "--out", out, "--backends", "torch",
+                 "--mutants", f"tinypkg.tiny:{add.index}"]) == 0
+    assert json.loads(Path(out + ".json").read_text())["outcomes"][0]["backends"] == {"torch": "survived"}
+    assert "| tf |" not in Path(out + ".md").read_text()
+    # --every-backend runs TF even after torch killed it; strong tests kill on both, so neither kills alone
+    assert main(["--package-dir", "tinypkg", "--tests", "test_strong.py", "--out", out, "--every-backend",
+                 "--mutants", f"tinypkg.tiny:{add.key}"]) == 0
+    assert json.loads(Path(out + ".json").read_text())["outcomes"][0]["backends"] == {"torch": "killed",
+                                                                                      "tf": "killed"}
+    assert "killed only by torch: 0" in Path(out + ".md").read_text()
+    for bad in ("jax", "tf,tf", ""):
+        with pytest.raises(SystemExit):
+            main(["--package-dir", "tinypkg", "--out", out, "--backends", bad, "--mutants", f"tinypkg.tiny:{add.key}"])
+        assert "--backends: expected a comma list of distinct backends from ['tf', 'torch']" in capsys.readouterr().err
+
+
+def test_a_bad_equivalent_file_is_one_clear_error_and_stale_keys_are_named(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from harness.testing.mutation_run import main
+
+    monkeypatch.chdir(project)
+    add = next(m for m in mutants(TINY) if m.what == "Add -> Sub")
+    eq = tmp_path / "eq.json"
+    eq.write_text("[1, 2]")
+    with pytest.raises(SystemExit):
+        main(["--package-dir", "tinypkg", "--out", str(tmp_path / "r"), "--equivalent", str(eq),
+              "--mutants", f"tinypkg.tiny:{add.key}"])
+    assert f"--equivalent {eq}: expected a JSON object {{key: why}} of strings, got list" in capsys.readouterr().err
+    eq.write_text('{"tinypkg.tiny:clip:compare:x < 0 -> x <= 0": "gone"}')
+    monkeypatch.setattr("harness.testing.mutation_run.run_unmutated", lambda *a, **k: "survived")
+    monkeypatch.setattr("harness.testing.mutation_run.timed", lambda *a, **k: ("killed", 0.0))
+    assert main(["--package-dir", "tinypkg", "--out", str(tmp_path / "r"), "--equivalent", str(eq),
+                 "--mutants", f"tinypkg.tiny:{add.key}"]) == 0
+    assert "1 key(s) of" in capsys.readouterr().err

@@ -14,37 +14,19 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 
-import harness
+from harness.execution.bad_file import BadFileError
+from harness.execution.formats import declare_format, stamp, upgrade
 
 if TYPE_CHECKING:
     from harness.execution.executor import GraphExecutor
 
 FORMAT = "spacegraph-model"
 META_KEY = "__spacegraph_meta__"
+# Format 1: what `export_model` wrote before formats carried versions (it recorded format_version 1 already).
+declare_format(FORMAT, 1, "a spacegraph model file")
 
-
-class BadFileError(ValueError):
-    """A file that cannot be used: missing, empty, truncated, corrupted, or not the kind of file expected.
-
-    The message is ``"[<context>: ]<path> <problem>"``, e.g. ``"run/checkpoint/agent_state.npz is damaged:
-    truncated, corrupted or not an .npz archive (BadZipFile: File is not a zip file)"``.
-
-    Attributes:
-        path: the file.
-        problem: what is wrong with it, phrased to follow the path (``"is empty (0 bytes)"``).
-        context: who read it and for what (may be empty).
-    """
-
-    def __init__(self, path: str | os.PathLike, problem: str, context: str = "") -> None:
-        self.path, self.problem, self.context = os.fspath(path), problem, context
-        super().__init__(f"{context}: {self.path} {problem}" if context else f"{self.path} {problem}")
-
-    def within(self, context: str) -> "BadFileError":
-        """The same error with ``context`` put before the message (outermost first)."""
-        return BadFileError(self.path, self.problem, f"{context}: {self.context}" if self.context else context)
-
-    def __reduce__(self) -> tuple[Any, ...]:  # (raised in a Ray actor, it travels by pickle)
-        return type(self), (self.path, self.problem, self.context)
+__all__ = ["BadFileError", "FORMAT", "META_KEY", "READ_ERRORS", "atomic_file", "check_out_dir", "describe_read_error",
+           "export_model", "fields", "import_model", "npz_members", "read_json", "read_npz", "verify_npz"]
 
 
 #: Everything reading a damaged file can raise: zipfile (a truncated or flipped archive, an unknown compression
@@ -99,8 +81,8 @@ def _check_zip_start(path: str, kind: str) -> None:
 
 
 def read_npz(path: str | os.PathLike, kind: str = "the archive expected", *, meta_key: str | None = None,
-             formats: str | Iterable[str] | None = None,
-             required: Iterable[str] = ()) -> tuple[dict[str, Any] | None, dict[str, np.ndarray]]:
+             formats: str | Iterable[str] | None = None, required: Iterable[str] = (), versions: bool = True,
+             assume_format: str | None = None) -> tuple[dict[str, Any] | None, dict[str, np.ndarray]]:
     """Every array of an ``.npz`` archive, read in full now (NumPy reads members lazily, and a damaged member
     would fail later, anywhere), and its JSON metadata.
 
@@ -110,13 +92,18 @@ def read_npz(path: str | os.PathLike, kind: str = "the archive expected", *, met
         meta_key: the member holding the metadata as a JSON string (a 0-d text array); None: no metadata.
         formats: the metadata's ``format`` must be this (or one of these).
         required: members that must be present (besides ``meta_key``).
+        versions: check the metadata's format version (`harness.execution.formats.upgrade`: an older declared
+            format is migrated or refused, a newer one refused); False: the metadata as saved.
+        assume_format: an archive without the ``meta_key`` member (written before it had one) is taken as this
+            format, at version 1: its metadata is ``{"format": assume_format}``.
 
     Returns:
         ``(metadata or None, {member: array})``, the metadata member left out of the arrays.
 
     Raises:
         BadFileError: naming the file and what is wrong (missing, empty, truncated or corrupted, a single
-            ``.npy``, pickled objects, a missing member, metadata that is not a JSON object, another format).
+            ``.npy``, pickled objects, a missing member, metadata that is not a JSON object, another format, a
+            format version this code does not read).
     """
     path = os.fspath(path)
     try:
@@ -127,6 +114,8 @@ def read_npz(path: str | os.PathLike, kind: str = "the archive expected", *, met
         raise
     except READ_ERRORS as exc:
         raise BadFileError(path, describe_read_error(exc)) from None
+    if meta_key is not None and meta_key not in arrays and assume_format is not None:
+        arrays[meta_key] = np.array(json.dumps({"format": assume_format}))
     missing = [k for k in (*([meta_key] if meta_key else []), *required) if k not in arrays]
     if missing:
         held = sorted(arrays)
@@ -146,16 +135,21 @@ def read_npz(path: str | os.PathLike, kind: str = "the archive expected", *, met
             raise BadFileError(path, f"is not {kind}: its metadata {meta_key!r} is a JSON {type(meta).__name__}, "
                                      f"not an object")
         _check_formats(path, meta.get("format"), formats, kind)
+        if versions:
+            meta, arrays = upgrade(path, meta, arrays)
     return meta, arrays
 
 
 def read_json(path: str | os.PathLike, kind: str = "the JSON file expected",
-              formats: str | Iterable[str] | None = None) -> dict[str, Any]:
-    """The JSON object in a file; with ``formats``, its ``format`` key must be this (or one of these).
+              formats: str | Iterable[str] | None = None, versions: bool = True,
+              assume_format: str | None = None) -> dict[str, Any]:
+    """The JSON object in a file; with ``formats``, its ``format`` key must be this (or one of these). With
+    ``versions``, a declared format's version is checked as `read_npz` does. With ``assume_format``, an object
+    without a ``format`` key (written before it had one) is taken as that format, at version 1.
 
     Raises:
         BadFileError: naming the file and what is wrong (missing, empty, not UTF-8, not JSON, not an object,
-            another format).
+            another format, a format version this code does not read).
     """
     path = os.fspath(path)
     try:
@@ -170,8 +164,10 @@ def read_json(path: str | os.PathLike, kind: str = "the JSON file expected",
         raise BadFileError(path, describe_read_error(exc)) from None
     if not isinstance(data, dict):
         raise BadFileError(path, f"is not {kind}: it holds a JSON {type(data).__name__}, not an object")
+    if assume_format is not None and "format" not in data:
+        data = {"format": assume_format, **data}
     _check_formats(path, data.get("format"), formats, kind)
-    return data
+    return upgrade(path, data, {})[0] if versions else data
 
 
 def fields(path: str | os.PathLike, mapping: dict[str, Any], **types: type | tuple[type, ...]) -> list[Any]:
@@ -206,12 +202,23 @@ def verify_npz(path: str | os.PathLike) -> list[str]:
     Raises:
         BadFileError: naming the file and what is wrong.
     """
+    return [name for name, _, _, _ in npz_members(path, checksums=True)]
+
+
+def npz_members(path: str | os.PathLike, checksums: bool = False) -> list[tuple[str, tuple[int, ...], np.dtype, int]]:
+    """The members of an ``.npz`` archive from their headers, without reading their data: ``(name, shape, dtype,
+    bytes)`` each (name without ``.npy``; bytes: the array's data). Each is checked to be an ``.npy`` array without
+    pickled objects whose size fits its header; with ``checksums``, every member's checksum too (reads it all).
+
+    Raises:
+        BadFileError: naming the file and what is wrong.
+    """
     path = os.fspath(path)
     try:
         _check_zip_start(path, "an .npz archive")
-        names = []
+        members = []
         with zipfile.ZipFile(path) as archive:
-            bad = archive.testzip()
+            bad = archive.testzip() if checksums else None
             if bad is not None:
                 raise BadFileError(path, f"is damaged: member {bad!r} fails its checksum")
             for info in archive.infolist():
@@ -224,15 +231,16 @@ def verify_npz(path: str | os.PathLike) -> list[str]:
                 if dtype.hasobject:
                     raise BadFileError(path, f"has a member {info.filename!r} holding pickled Python objects, "
                                              f"which are never loaded (allow_pickle=False)")
-                if header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != info.file_size:
+                data = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                if header + data != info.file_size:
                     raise BadFileError(path, f"is damaged: member {info.filename!r} is {info.file_size} bytes, "
                                              f"its header says {shape} {dtype}")
-                names.append(info.filename.removesuffix(".npy"))
+                members.append((info.filename.removesuffix(".npy"), tuple(shape), dtype, data))
     except BadFileError:
         raise
     except READ_ERRORS as exc:
         raise BadFileError(path, describe_read_error(exc)) from None
-    return names
+    return members
 
 
 def check_out_dir(path: str | os.PathLike, flag: str = "--out") -> str:
@@ -310,13 +318,12 @@ def export_model(executor: "GraphExecutor", path: str) -> str:
     if not path.endswith(".npz"):
         path += ".npz"
     weights = executor.get_weights()
-    meta = {
-        "format": FORMAT, "format_version": 1, "spacegraph": harness.__version__,
+    meta = stamp(FORMAT, {
         "backend": executor.backend_name, "root_class": f"{type(executor.root).__module__}.{type(executor.root).__qualname__}",
         "root_scope": executor.root.global_scope,
         "input_spaces": {a: repr(s) for api in executor.apis.values() for a, s in api.arg_spaces.items()},
         "variables": {k: [list(v.shape), v.dtype.name] for k, v in weights.items()},
-    }
+    })
     with atomic_file(path, suffix=".npz") as fh:
         np.savez(fh, **{META_KEY: np.array(json.dumps(meta))}, **{f"w:{k}": v for k, v in weights.items()})
     return path

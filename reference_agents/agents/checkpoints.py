@@ -1,14 +1,18 @@
-"""Checkpoint files every agent shares: the file names, atomic ``.npz`` writes, and reading back the config,
-backend and spaces an agent checkpoint was saved with. Each agent's own save/restore lives in its folder
+"""Checkpoint files every agent shares: the file names, atomic ``.npz`` writes, the state file (metadata stamped
+with its format, format version and the spacegraph version by `harness.execution.formats.stamp`, and read back
+with the version checked first), model exports, and reading back the config, backend and spaces an agent
+checkpoint was saved with. Each agent's own save/restore lives in its folder
 (`reference_agents.agents.dqn.checkpoints`, `reference_agents.agents.impala.checkpoints`)."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 import numpy as np
 
+from harness.execution.formats import stamp
 from harness.execution.serialization import BadFileError, atomic_file, fields, read_npz
 
 CHECKPOINT_WEIGHTS = "agent_variables.npz"
@@ -42,22 +46,46 @@ def build_saved_agent(cls: type, directory: str, backend: str | None) -> Any:
     return agent
 
 
-def write_agent_state(directory: str, meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> str:
-    """Writes a checkpoint's ``agent_state.npz`` atomically: ``meta`` (JSON: ``format`` and ``config`` at least, so
-    `reference_agents.agents.load_checkpoint` finds the agent) and ``arrays``. Returns the file's path."""
-    import json
+def write_meta_npz(path: str, meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> str:
+    """Writes ``arrays`` and ``meta`` (stamped: its ``format`` with the format version and the spacegraph
+    version, `harness.execution.formats.stamp`) as the member ``__meta__`` of an ``.npz`` at ``path``, atomically.
+    Returns the path.
 
-    if not isinstance(meta.get("format"), str) or not isinstance(meta.get("config"), dict):
-        raise ValueError(f"write_agent_state: meta needs a 'format' string and a 'config' dict; got keys {sorted(meta)}")
-    path = os.path.join(directory, CHECKPOINT_STATE)
-    atomic_savez(path, {"__meta__": np.array(json.dumps(meta)), **(arrays or {})})
+    Raises:
+        ValueError: when ``meta`` has no ``format`` string.
+    """
+    if not isinstance(meta.get("format"), str):
+        raise ValueError(f"write_meta_npz: meta needs a 'format' string; got keys {sorted(meta)}")
+    stamped = stamp(meta["format"], {k: v for k, v in meta.items() if k != "format"})
+    atomic_savez(path, {"__meta__": np.array(json.dumps(stamped)), **(arrays or {})})
     return path
 
 
+def write_agent_state(directory: str, meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> str:
+    """Writes a checkpoint's ``agent_state.npz`` atomically: ``meta`` (JSON: ``format`` and ``config`` at least, so
+    `reference_agents.agents.load_checkpoint` finds the agent; stamped with the format version and the spacegraph
+    version) and ``arrays``. Returns the file's path."""
+    if not isinstance(meta.get("format"), str) or not isinstance(meta.get("config"), dict):
+        raise ValueError(f"write_agent_state: meta needs a 'format' string and a 'config' dict; got keys {sorted(meta)}")
+    return write_meta_npz(os.path.join(directory, CHECKPOINT_STATE), meta, arrays)
+
+
 def read_agent_state(directory: str, formats: str | tuple[str, ...] | None = None) -> tuple[dict[str, Any], dict]:
-    """The metadata and arrays of a checkpoint's ``agent_state.npz`` (`read_npz`: `BadFileError` naming it)."""
+    """The metadata and arrays of a checkpoint's ``agent_state.npz``, at the current version of its format (an
+    older one migrated; `read_npz`: `BadFileError` naming it, also for a format version not read here)."""
     return read_npz(os.path.join(directory, CHECKPOINT_STATE), "an agent checkpoint's state file",
                     meta_key="__meta__", formats=formats)
+
+
+def export_agent_model(agent: Any, path: str | os.PathLike, model_format: str) -> str:
+    """Writes ``agent``'s policy weights (``get_weights()``) and config to ``path`` (``.npz`` added when missing) as
+    a model file of ``model_format``: config, backend, state space and number of actions in its stamped
+    metadata. Returns the path."""
+    path = os.fspath(path)
+    path = path if path.endswith(".npz") else path + ".npz"
+    meta = {"format": model_format, "config": agent.config.model_dump(by_alias=True), "backend": agent.backend,
+            "state_space": repr(agent.state_space), "num_actions": agent.num_actions}
+    return write_meta_npz(path, meta, {f"w:{k}": v for k, v in agent.get_weights().items()})
 
 
 def saved_agent(directory: str, where: str) -> tuple[dict[str, Any], str, Any, Any]:

@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from harness.execution.actors import ActorExecutor, InProcessActorExecutor
+from harness.execution.formats import declare_format, stamp
 from harness.execution.serialization import BadFileError, fields, read_json, verify_npz
 from reference_agents.agents.apex import ApexDriver
 from reference_agents.agents.apex.books import SHARD_FILE
@@ -20,6 +21,9 @@ from .trainer import Trainer
 
 EXECUTORS = ("local", "ray")
 APEX_STATE = "apex.json"
+APEX_STATE_FORMAT = "spacegraph-apex-state"
+# Format 1: what spacegraph wrote before formats carried versions (then without a format key: read as format 1).
+declare_format(APEX_STATE_FORMAT, 1, "an Ape-X checkpoint state")
 SHARDS_DIR = "shards"
 
 
@@ -86,10 +90,10 @@ class ApexTrainer(Trainer):
         if self.driver.started:
             self.driver.save_shards(os.path.abspath(shards))
         with open(os.path.join(folder, APEX_STATE), "w") as fh:
-            json.dump({"config": self.driver.config.model_dump(by_alias=True), "ledger": self.driver.ledger(False),
-                       "executor": type(self.driver.executor).__name__,
-                       "worker_failures": self.driver.worker_failures,
-                       "shard_failures": self.driver.shard_failures}, fh, indent=1, default=str)
+            json.dump(stamp(APEX_STATE_FORMAT, {
+                "config": self.driver.config.model_dump(by_alias=True), "ledger": self.driver.ledger(False),
+                "executor": type(self.driver.executor).__name__, "worker_failures": self.driver.worker_failures,
+                "shard_failures": self.driver.shard_failures}), fh, indent=1, default=str)
 
     @classmethod
     def resume(cls, directory: str | os.PathLike, executor: ActorExecutor | None = None,  # type: ignore[override]
@@ -117,7 +121,8 @@ class ApexTrainer(Trainer):
 
         def load(ckpt: str) -> tuple[dict[str, Any], ApexDriver]:
             apex_path = os.path.join(ckpt, APEX_STATE)
-            saved = read_json(apex_path, "an Ape-X checkpoint state")
+            saved = read_json(apex_path, "an Ape-X checkpoint state", formats=APEX_STATE_FORMAT,
+                              assume_format=APEX_STATE_FORMAT)
             state, worker_state = checkpoint_trainer_state(ckpt), checkpoint_worker_state(ckpt)
             (shards,) = fields(os.path.join(ckpt, WORKER_STATE), worker_state, shards=int)
             for j in range(shards):  # each whole, before the shards (maybe Ray actors) load them

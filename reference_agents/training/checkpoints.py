@@ -13,6 +13,7 @@ import tempfile
 import zipfile
 from typing import Any, Callable, TextIO, TypeVar
 
+from harness.execution.formats import declare_format
 from harness.execution.serialization import READ_ERRORS, BadFileError, check_out_dir, fields, read_json
 from reference_agents.workers import VectorEnvWorker
 
@@ -23,6 +24,8 @@ CHECKPOINT = "checkpoint"
 OLD_CHECKPOINT = CHECKPOINT + ".old"
 WORKER_STATE, TRAINER_STATE = "worker.json", "trainer.json"
 TRAINER_STATE_FORMAT = "spacegraph-trainer"
+# Format 1: what spacegraph wrote before formats carried versions (its "version": 1 was that, unchecked).
+declare_format(TRAINER_STATE_FORMAT, 1, "a trainer state")
 #: The prefix of the folders a save works in (a new checkpoint being written, or the ones it replaces).
 _WORK_PREFIX = ".checkpoint-"
 

@@ -8,6 +8,8 @@ import os
 import time
 from typing import Any, Callable, Self
 
+from harness.execution.formats import stamp
+
 from .checkpoints import TRAINER_STATE_FORMAT, load_run, write_checkpoint
 from .files import (LEARNING_CURVE, METRIC_COLUMNS, append_episodes, append_metric_row, json_scalar,
                     plot_learning_curve, rewrite_run_files)
@@ -56,15 +58,17 @@ class RunDirectory:
 
     # ---- checkpoints ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The trainer's own state: counters, settings and metric history (JSON-safe)."""
-        return {"format": TRAINER_STATE_FORMAT, "version": 1, "backend": self.agent.backend,
-                "total_steps_target": self.total_steps_target,
-                "wall_seconds": self.wall_seconds, "train_seconds": self.train_seconds,
-                "solved_at_step": self.solved_at_step, "evaluation": self.evaluation.as_dict(),
-                "eval_every": self.eval_every, "eval_episodes": self.eval_episodes, "eval_envs": self.eval_envs,
-                "target_return": self.target_return, "checkpoint_every": self.checkpoint_every,
-                "agent_timesteps": int(self.agent.timesteps), "saved_at": time.time(),
-                "history": [{k: json_scalar(r.get(k)) for k in METRIC_COLUMNS} for r in self.history]}
+        """The trainer's own state: counters, settings and metric history (JSON-safe), stamped with its format,
+        format version and the spacegraph version (`harness.execution.formats.stamp`)."""
+        state = {"backend": self.agent.backend,
+                 "total_steps_target": self.total_steps_target,
+                 "wall_seconds": self.wall_seconds, "train_seconds": self.train_seconds,
+                 "solved_at_step": self.solved_at_step, "evaluation": self.evaluation.as_dict(),
+                 "eval_every": self.eval_every, "eval_episodes": self.eval_episodes, "eval_envs": self.eval_envs,
+                 "target_return": self.target_return, "checkpoint_every": self.checkpoint_every,
+                 "agent_timesteps": int(self.agent.timesteps), "saved_at": time.time(),
+                 "history": [{k: json_scalar(r.get(k)) for k in METRIC_COLUMNS} for r in self.history]}
+        return stamp(TRAINER_STATE_FORMAT, state)
 
     def save_checkpoint(self) -> str:
         """Writes ``out_dir/checkpoint``: ``agent.save_checkpoint``, ``worker.json`` and ``trainer.json``.

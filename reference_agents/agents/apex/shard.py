@@ -13,12 +13,17 @@ from typing import Any
 
 import numpy as np
 
+from harness.execution.formats import declare_format
 from harness.execution.serialization import BadFileError, read_npz
 from reference_agents.agents.apex.transport import unpack_records
+from reference_agents.agents.checkpoints import write_meta_npz
 from reference_agents.components.memories import HostFrameReplay
 from reference_agents.components.memories.host_frame_replay import HostSumMinTrees
 
 RECORD_KEYS = ("states", "actions", "rewards", "terminals", "next_states", "discounts")
+SNAPSHOT_FORMAT = "spacegraph-replay-shard"
+# Format 1: what spacegraph wrote before formats carried versions (then without metadata: read as format 1).
+declare_format(SNAPSHOT_FORMAT, 1, "a replay shard snapshot")
 
 
 class HostRecordReplay(HostFrameReplay):
@@ -212,13 +217,11 @@ class ReplayShard:
         return self.stats()
 
     def save(self, path: str) -> dict[str, Any]:
-        """Writes `snapshot` to ``path`` (``.npz``, replaced whole by a rename); returns `stats`."""
-        import os
-
-        tmp = f"{path}.tmp-{os.getpid()}.npz"
-        np.savez(tmp, **self.snapshot())
-        os.replace(tmp, path)
-        return self.stats()
+        """Writes `snapshot` to ``path`` (``.npz``, replaced whole by a rename; metadata: the format stamp and
+        `stats`); returns `stats`."""
+        stats = self.stats()
+        write_meta_npz(path, {"format": SNAPSHOT_FORMAT, "stats": stats}, self.snapshot())
+        return stats
 
     def load(self, path: str) -> dict[str, Any]:
         """Restores the snapshot `save` wrote to ``path``; returns `stats`.
@@ -228,7 +231,8 @@ class ReplayShard:
         """
         where = f"ReplayShard {self.name!r}: cannot read the snapshot"
         try:
-            _, state = read_npz(path, "a replay shard snapshot", required=("tags", "added", "sampled"))
+            _, state = read_npz(path, "a replay shard snapshot", meta_key="__meta__", formats=SNAPSHOT_FORMAT,
+                                required=("tags", "added", "sampled"), assume_format=SNAPSHOT_FORMAT)
         except BadFileError as exc:
             raise exc.within(where) from None
         try:

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
 
 import numpy as np
 
+from harness.execution.formats import declare_format
 from harness.execution.serialization import BadFileError, fields, read_npz
 from reference_agents.agents.checkpoints import (CHECKPOINT_REPLAY, CHECKPOINT_STATE, CHECKPOINT_WEIGHTS,
-                                                 atomic_savez, build_saved_agent, read_agent_state)
+                                                 atomic_savez, build_saved_agent, export_agent_model,
+                                                 read_agent_state, write_agent_state)
 from reference_agents.components.helpers import NStepAccumulator
 
 CHECKPOINT_FORMAT = "spacegraph-dqn-checkpoint"
 MODEL_FORMAT = "spacegraph-dqn-model"
+# Format 1: what spacegraph wrote before formats carried versions (docs/checkpoints.md lists the formats).
+declare_format(CHECKPOINT_FORMAT, 1, "a DQN checkpoint")
+declare_format(MODEL_FORMAT, 1, "a DQN model file")
 
 
 class CheckpointMixin:
@@ -24,15 +28,7 @@ class CheckpointMixin:
 
     def export_model(self, path: str) -> str:
         """Writes the Q-network's weights and the config to ``path`` (``.npz``, atomically); returns the path."""
-        path = os.fspath(path)
-        if not path.endswith(".npz"):
-            path += ".npz"
-        meta = {"format": MODEL_FORMAT, "config": self.config.model_dump(by_alias=True),
-                "backend": self.backend, "state_space": repr(self.state_space), "num_actions": self.num_actions}
-        arrays = {"__meta__": np.array(json.dumps(meta))}
-        arrays.update({f"w:{k}": v for k, v in self.get_weights().items()})
-        atomic_savez(path, arrays)
-        return path
+        return export_agent_model(self, path, MODEL_FORMAT)
 
     def import_model(self, path: str) -> None:
         """Loads a file `export_model` wrote (from either backend) into the online and target networks.
@@ -85,7 +81,7 @@ class CheckpointMixin:
                 "action_space": repr(self.action_space), "saved_at": time.time(),
                 "timesteps": state["timesteps"], "updates": state["updates"],
                 "updates_due_at": state["updates_due_at"], "accumulators": state["accumulators"]}
-        atomic_savez(os.path.join(directory, CHECKPOINT_STATE), {"__meta__": np.array(json.dumps(meta)), **windows})
+        write_agent_state(directory, meta, windows)
         return directory
 
     def restore(self, directory: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import json
 import os
 from typing import Any
 
@@ -14,15 +13,13 @@ from harness.execution.serialization import BadFileError, read_npz
 from harness.execution.strategies import make_strategy
 from harness.graph.errors import SpacegraphError
 from harness.spaces import Space
-from reference_agents.agents.checkpoints import atomic_savez
+from reference_agents.agents.checkpoints import export_agent_model
 from reference_agents.agents.config import ConfigError, discrete_env_spaces
-from reference_agents.agents.impala.checkpoints import CHECKPOINT_FORMAT, IMPALACheckpointMixin
+from reference_agents.agents.impala.checkpoints import CHECKPOINT_FORMAT, MODEL_FORMAT, IMPALACheckpointMixin
 from reference_agents.agents.impala.config import IMPALAConfig, load_impala_config
 from reference_agents.agents.impala.graph import IMPALAGraph
 from reference_agents.agents.impala.rollouts import RolloutBuilder, concat_rollouts
 from reference_agents.components.nn.network import preset_layers
-
-MODEL_FORMAT = "spacegraph-impala-model"
 
 
 class IMPALAAgent(IMPALACheckpointMixin):
@@ -312,14 +309,7 @@ class IMPALAAgent(IMPALACheckpointMixin):
 
     def export_model(self, path: str | os.PathLike) -> str:
         """Writes the policy's weights and the config to ``path`` (``.npz``, atomically); returns the path."""
-        path = os.fspath(path)
-        path = path if path.endswith(".npz") else path + ".npz"
-        meta = {"format": MODEL_FORMAT, "config": self.config.model_dump(by_alias=True), "backend": self.backend,
-                "state_space": repr(self.state_space), "num_actions": self.num_actions}
-        arrays = {"__meta__": np.array(json.dumps(meta))}
-        arrays.update({f"w:{k}": v for k, v in self.get_weights().items()})
-        atomic_savez(path, arrays)
-        return path
+        return export_agent_model(self, path, MODEL_FORMAT)
 
     def import_model(self, path: str | os.PathLike) -> None:
         """Loads a file `export_model` wrote (either backend).

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
 
 import numpy as np
 
+from harness.execution.formats import declare_format
 from harness.execution.serialization import BadFileError, fields, read_npz
 from reference_agents.agents.checkpoints import (
-    CHECKPOINT_STATE, CHECKPOINT_WEIGHTS, atomic_savez, build_saved_agent, read_agent_state)
+    CHECKPOINT_STATE, CHECKPOINT_WEIGHTS, atomic_savez, build_saved_agent, read_agent_state, write_agent_state)
 
 CHECKPOINT_FORMAT = "spacegraph-impala-checkpoint"
+MODEL_FORMAT = "spacegraph-impala-model"
+# Format 1: what spacegraph wrote before formats carried versions (docs/checkpoints.md lists the formats).
+declare_format(CHECKPOINT_FORMAT, 1, "an IMPALA checkpoint")
+declare_format(MODEL_FORMAT, 1, "an IMPALA model file")
 
 
 class IMPALACheckpointMixin:
@@ -42,7 +46,7 @@ class IMPALACheckpointMixin:
                 "action_space": repr(self.action_space), "saved_at": time.time(), "timesteps": self.timesteps,
                 "updates": self.updates, "rollouts_made": self.rollouts_made,
                 "rollouts_learned": self.rollouts_learned, "outbox": len(self.outbox), "tag": self._builder.tag}
-        atomic_savez(os.path.join(directory, CHECKPOINT_STATE), {"__meta__": np.array(json.dumps(meta)), **outbox})
+        write_agent_state(directory, meta, outbox)
         return directory
 
     def restore(self, directory: str) -> None:

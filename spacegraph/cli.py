@@ -1,8 +1,8 @@
 """spacegraph: RL agents assembled from components described by their input spaces, on TensorFlow and PyTorch.
 
 Commands: train an agent (train; actor joins a --serve learner), test components against their spec files (spec),
-look at component graphs (graph, build, spaces), measure and compare (report), start a component project (new),
-and a tour of it all (demo)."""
+look at component graphs (graph, build, spaces) and checkpoints (checkpoint inspect), measure and compare (report),
+start a component project (new), and a tour of it all (demo)."""
 
 from __future__ import annotations
 
@@ -144,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from spacegraph.graph_cmd import add_graph_parser  # `spacegraph graph`: drawings and TensorBoard export
 
     add_graph_parser(sub, verbose_help)
+
+    from spacegraph.checkpoint_cmd import add_checkpoint_parser  # `spacegraph checkpoint inspect`
+
+    add_checkpoint_parser(sub)
 
     from harness.specs.cli import add_spec_parser
 

@@ -25,7 +25,12 @@ class BadFileError(ValueError):
 
     def within(self, context: str) -> "BadFileError":
         """The same error with ``context`` put before the message (outermost first)."""
-        return BadFileError(self.path, self.problem, f"{context}: {self.context}" if self.context else context)
+        return type(self)(self.path, self.problem, f"{context}: {self.context}" if self.context else context)
 
     def __reduce__(self) -> tuple[Any, ...]:  # (raised in a Ray actor, it travels by pickle)
         return type(self), (self.path, self.problem, self.context)
+
+
+class FormatVersionError(BadFileError):
+    """A whole file of a format version this code does not read (newer, or older than any migration reaches):
+    no damage, so a reader that falls back from a damaged file to an older one (`--resume`) stops here."""

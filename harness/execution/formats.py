@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 import harness
-from harness.execution.bad_file import BadFileError
+from harness.execution.bad_file import BadFileError, FormatVersionError
 
 #: The version of spacegraph that writes files now (recorded in each as ``spacegraph``).
 PROJECT_VERSION = harness.__version__
@@ -130,6 +130,26 @@ def writer(meta: dict[str, Any]) -> str:
     return f"spacegraph {found}" if isinstance(found, str) else "a spacegraph that recorded no versions"
 
 
+def version_status(meta: dict[str, Any]) -> tuple[str, str]:
+    """Whether this code reads a file with metadata ``meta``, without reading it: ``(status, words)``, status one
+    of ``current``, ``migrates``, ``too-old``, ``too-new``, ``undeclared`` (a format nobody declared) or
+    ``bad-version``."""
+    fmt = FORMATS.get(meta.get("format"))  # type: ignore[arg-type]
+    if fmt is None:
+        return "undeclared", f"format {meta.get('format')!r} is none this spacegraph declares (read unchecked)"
+    found = meta.get(VERSION_KEY, 1)
+    if not isinstance(found, int) or isinstance(found, bool) or found < 1:
+        return "bad-version", f"{VERSION_KEY} {str(found)[:40]!r} is no int >= 1"
+    if found == fmt.version:
+        return "current", f"the current format: spacegraph {PROJECT_VERSION} loads it"
+    if found > fmt.version:
+        return "too-new", f"newer than spacegraph {PROJECT_VERSION} reads ({fmt.readable()}): upgrade spacegraph"
+    if found >= fmt.oldest_readable():
+        return "migrates", f"older: spacegraph {PROJECT_VERSION} migrates it to format {fmt.version} when loading"
+    return "too-old", f"older than spacegraph {PROJECT_VERSION} reads ({fmt.readable()}): re-train, or use the " \
+                      f"spacegraph version that wrote it"
+
+
 def upgrade(path: str, meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None
             ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """A file's metadata and arrays at the current version of its format, migrated when older.
@@ -137,8 +157,9 @@ def upgrade(path: str, meta: dict[str, Any], arrays: dict[str, np.ndarray] | Non
     A format nobody declared passes as it is. The migrated metadata records ``migrated_from``.
 
     Raises:
-        BadFileError: naming ``path``, what it is, its format version and writer, the versions read here and what
-            to do, when it is newer than this code or older than any migration reaches.
+        FormatVersionError: (a `BadFileError`) naming ``path``, what it is, its format version and writer, the
+            versions read here and what to do, when it is newer than this code or older than any migration reaches.
+        BadFileError: naming ``path`` when its format version is not an int >= 1.
     """
     arrays = {} if arrays is None else arrays
     fmt = FORMATS.get(meta.get("format"))  # type: ignore[arg-type]
@@ -150,10 +171,10 @@ def upgrade(path: str, meta: dict[str, Any], arrays: dict[str, np.ndarray] | Non
     told = f"is {fmt.kind} in format {found}, written by {writer(meta)}; this is spacegraph {PROJECT_VERSION}, " \
            f"reading {fmt.readable()} of it"
     if found > fmt.version:
-        raise BadFileError(path, f"{told}: upgrade spacegraph to load it")
+        raise FormatVersionError(path, f"{told}: upgrade spacegraph to load it")
     if found < fmt.oldest_readable():
-        raise BadFileError(path, f"{told} (no migration from format {found}): re-train, or keep using it with the "
-                                 f"spacegraph version that wrote it")
+        raise FormatVersionError(path, f"{told} (no migration from format {found}): re-train, or keep using it "
+                                       f"with the spacegraph version that wrote it")
     meta, arrays = dict(meta), dict(arrays)
     for step in range(found, fmt.version):
         meta, arrays = fmt.migrations[step](meta, arrays)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 
-from harness.execution.bad_file import BadFileError
+from harness.execution.bad_file import BadFileError, FormatVersionError
 from harness.execution.formats import declare_format, stamp, upgrade
 
 if TYPE_CHECKING:
@@ -25,8 +25,9 @@ META_KEY = "__spacegraph_meta__"
 # Format 1: what `export_model` wrote before formats carried versions (it recorded format_version 1 already).
 declare_format(FORMAT, 1, "a spacegraph model file")
 
-__all__ = ["BadFileError", "FORMAT", "META_KEY", "READ_ERRORS", "atomic_file", "check_out_dir", "describe_read_error",
-           "export_model", "fields", "import_model", "npz_members", "read_json", "read_npz", "verify_npz"]
+__all__ = ["BadFileError", "FORMAT", "FormatVersionError", "META_KEY", "READ_ERRORS", "atomic_file", "check_out_dir",
+           "describe_read_error", "export_model", "fields", "import_model", "npz_members", "read_json", "read_npz",
+           "verify_npz"]
 
 
 #: Everything reading a damaged file can raise: zipfile (a truncated or flipped archive, an unknown compression

@@ -14,7 +14,8 @@ import zipfile
 from typing import Any, Callable, TextIO, TypeVar
 
 from harness.execution.formats import declare_format
-from harness.execution.serialization import READ_ERRORS, BadFileError, check_out_dir, fields, read_json
+from harness.execution.serialization import (READ_ERRORS, BadFileError, FormatVersionError, check_out_dir, fields,
+                                             read_json)
 from reference_agents.workers import VectorEnvWorker
 
 from .evaluation import EvaluationProtocol
@@ -55,6 +56,8 @@ def _newest_readable(directory: str | os.PathLike, read: Callable[[str], T], nam
     for ckpt in checkpoint_dirs(directory):
         try:
             return read(ckpt)
+        except FormatVersionError as exc:  # whole, of a format not read here: the older one is no way out
+            raise exc.within(f"{directory} holds a training checkpoint this spacegraph does not read") from None
         except BadFileError as exc:
             errors.append(exc)
     if not errors:
@@ -133,13 +136,15 @@ def load_newest(directory: str, load: Callable[[str], T], where: str = "Trainer.
 
     A checkpoint whose files are missing or damaged (``load`` raises `BadFileError`) is passed over for the
     older one, and ``stream`` (default stderr) is told which file was damaged, that the older checkpoint is
-    used and how many env steps it is behind. Nothing in the run directory changes.
+    used and how many env steps it is behind. A whole file of a format version not read here
+    (`FormatVersionError`) is no damage: it is raised at once. Nothing in the run directory changes.
 
     Returns:
         ``(the folder loaded, load's result, whether the newest checkpoint was passed over)``.
 
     Raises:
         BadFileError: (a ValueError) naming every damaged file when no checkpoint loads.
+        FormatVersionError: (a BadFileError) naming the file of a format version this code does not read.
     """
     directory = os.fspath(directory)
     folders = checkpoint_dirs(directory)
@@ -150,6 +155,8 @@ def load_newest(directory: str, load: Callable[[str], T], where: str = "Trainer.
     for ckpt in folders:
         try:
             result = load(ckpt)
+        except FormatVersionError as exc:  # whole, of a format not read here: not damage, so no fall-back
+            raise exc.within(f"{where}: {directory} holds a checkpoint this spacegraph does not read") from None
         except BadFileError as exc:
             errors.append(exc)
             continue

@@ -220,6 +220,12 @@ def test_each_backend_runs_the_survivors_of_the_ones_before(project: Path, tmp_p
     assert json.loads(Path(out + ".json").read_text())["outcomes"][0]["backends"] == {"torch": "killed",
                                                                                       "tf": "killed"}
     assert "killed only by torch: 0" in Path(out + ".md").read_text()
+    # the selection must pass unmutated on every backend named, not only the first
+    (project / "test_fails_on_tf.py").write_text("import os\n\n\ndef test_it():\n"
+                                                 "    assert os.environ['SPACEGRAPH_BACKENDS'] != 'tf'\n")
+    assert main(["--package-dir", "tinypkg", "--tests", "test_fails_on_tf.py", "--out", out,
+                 "--mutants", f"tinypkg.tiny:{add.key}"]) == 2
+    assert "does not pass on the unmutated code with SPACEGRAPH_BACKENDS=tf (killed)" in capsys.readouterr().err
     for bad in ("jax", "tf,tf", ""):
         with pytest.raises(SystemExit):
             main(["--package-dir", "tinypkg", "--out", out, "--backends", bad, "--mutants", f"tinypkg.tiny:{add.key}"])

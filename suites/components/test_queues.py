@@ -13,6 +13,8 @@ import pytest
 from harness.execution.executor import GraphExecutor
 from harness.testing.plugin import selected_backends
 from reference_agents.components.queues import BlockingQueue, FIFOQueue, Prefetcher, QueueClosedError
+from reference_agents.components.queues import blocking as blocking_module
+from suites.doubles import FakeClock
 
 BACKENDS = selected_backends()
 #: a mutant of one of these modules runs this file (``harness.testing.mutation_run``)
@@ -68,14 +70,21 @@ def test_fifo_order_across_producer_and_consumer_threads(backend: str) -> None:
     assert q.qsize() == 0
 
 
+def _fake_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """A clock for `BlockingQueue`'s deadlines that moves 0.05 s at every reading (no wall-time asserts)."""
+    clock = FakeClock(tick=0.05)
+    monkeypatch.setattr(blocking_module, "time", clock)
+    return clock
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_put_times_out_with_the_records_not_taken(backend: str) -> None:
+def test_put_times_out_with_the_records_not_taken(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     q = _blocking(backend, 3)
-    start = time.monotonic()
     q.put(_batch(0, 2))
+    clock = _fake_clock(monkeypatch)
     with pytest.raises(queue.Full, match="1 of 5 records enqueued") as info:
         q.put(_batch(2, 5), timeout=0.2)  # one slot is left: one record is taken, four are not
-    assert 0.15 < time.monotonic() - start < 2.0
+    assert 0.2 <= clock.now <= 0.2 + 2 * clock.tick, "gave up before the deadline on the clock, or long after it"
     assert info.value.accepted == 1
     remaining = info.value.remaining
     assert np.array_equal(remaining["x"], np.arange(3, 7)) and remaining["y"].shape == (4, 2)
@@ -98,13 +107,13 @@ def test_tuple_records_keep_their_structure_when_split(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_get_times_out_without_dequeuing(backend: str) -> None:
+def test_get_times_out_without_dequeuing(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     q = _blocking(backend, 4)
     q.put(_batch(0, 2))
-    start = time.monotonic()
+    clock = _fake_clock(monkeypatch)
     with pytest.raises(queue.Empty, match="waiting for 3 records \\(2 held\\)"):
         q.get(3, timeout=0.2)
-    assert 0.15 < time.monotonic() - start < 2.0
+    assert 0.2 <= clock.now <= 0.2 + 2 * clock.tick, "gave up before the deadline on the clock, or long after it"
     assert q.qsize() == 2
     with pytest.raises(ValueError, match="num_records=5 exceeds the capacity 4"):
         q.get(5)

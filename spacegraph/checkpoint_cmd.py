@@ -70,6 +70,19 @@ def read_meta(path: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     return meta, arrays
 
 
+def legacy_format(name: str) -> str | None:
+    """The format a checkpoint file named ``name`` (relative to its checkpoint) has when it records none (written
+    before it did: format 1 of that format)."""
+    from reference_agents.agents.apex.shard import SNAPSHOT_FORMAT
+    from reference_agents.training.apex import APEX_STATE, APEX_STATE_FORMAT, SHARDS_DIR
+
+    if name == APEX_STATE:
+        return APEX_STATE_FORMAT
+    if os.path.dirname(name) == SHARDS_DIR and name.endswith(".npz"):
+        return SNAPSHOT_FORMAT
+    return None
+
+
 def describe_file(path: str, root: str) -> dict[str, Any]:
     """One file of a checkpoint: its name (relative to ``root``), size, format and version, arrays; ``problem``
     when it cannot be read."""
@@ -86,6 +99,9 @@ def describe_file(path: str, root: str) -> dict[str, Any]:
         return entry
     if path.endswith(".json") and not entry["arrays"]:
         del entry["arrays"]
+    legacy = legacy_format(entry["name"])
+    if legacy and (meta is None or "format" not in meta):  # written before it recorded its format: format 1
+        meta = {"format": legacy, **(meta or {})}
     if meta is not None and "format" in meta:
         status, words = version_status(meta)
         entry.update({"format": meta["format"], "format_version": meta.get(VERSION_KEY, 1),

@@ -27,8 +27,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-#: The seed offsets of the screen and of the full evaluation (added to the worker's seed).
-SCREEN_SEED_OFFSET, FULL_SEED_OFFSET = 10_000, 50_000
+from harness.seeds import derive_seed
 #: The most environments a full evaluation runs in lockstep by default.
 FULL_EVAL_ENVS = 20
 
@@ -180,7 +179,6 @@ def evaluate_worker(worker: Any, protocol: EvaluationProtocol, seed: int | None 
     def play(stage: str, episodes: int) -> list[float]:
         default = episodes if stage == "screen" else min(episodes, FULL_EVAL_ENVS)
         envs = default if protocol.envs is None else min(protocol.envs, episodes)
-        offset = SCREEN_SEED_OFFSET if stage == "screen" else FULL_SEED_OFFSET
-        return worker.evaluate(episodes, num_envs=envs, seed=base + offset)
+        return worker.evaluate(episodes, num_envs=envs, seed=derive_seed(base, f"eval_{stage}"))
 
     return run_evaluation(protocol, play)

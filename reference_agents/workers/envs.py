@@ -6,6 +6,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from harness.seeds import derive_seed
 from reference_agents.environments import frames_per_step, make_env  # noqa: F401  (re-exported)
 
 EnvFactory = Callable[[], Any]
@@ -98,16 +99,18 @@ class VectorEnv:
         self.done_indices = np.zeros(0, np.int64)
 
     def reset(self, seed: int | None = None) -> Any:
-        """Resets every environment; environment ``i`` gets ``seed + i`` (None: unseeded).
+        """Resets every environment; environment ``i`` gets ``seed + i`` (None: unseeded; `harness.seeds`).
 
         Returns:
             The observations stacked along a leading axis of size N.
         """
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise ValueError(f"VectorEnv.reset: seed must be an int or None; got {seed!r}")
+        if seed is not None and seed < 0:
+            raise ValueError(f"VectorEnv.reset: seed must be >= 0 (environments take non-negative seeds); got {seed}")
         obs = []
         for i, env in enumerate(self.envs):
-            o, _ = env.reset(seed=None if seed is None else int(seed) + i)
+            o, _ = env.reset(seed=None if seed is None else derive_seed(int(seed), "env", i))
             obs.append(o)
         self._needs_reset = False
         self.done_indices = np.zeros(0, np.int64)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.seeds import derive_seed
 from reference_agents.workers.envs import VectorEnv
 
 
@@ -33,7 +34,7 @@ class GreedyEvaluation:
         Args:
             num_episodes: how many episodes to finish, a positive int.
             num_envs: environments evaluated in lockstep; default ``min(num_episodes, N)``.
-            seed: environment ``i`` gets ``seed + i``; default ``self.seed + 10_000``.
+            seed: environment ``i`` gets ``seed + i``; default ``self.seed + 10_000`` (``derive_seed(self.seed, "eval_screen")``).
             max_steps: an optional bound on lockstep steps, after which unfinished episodes are dropped.
 
         Returns:
@@ -50,7 +51,7 @@ class GreedyEvaluation:
         envs = VectorEnv(self.env_id, n, self.env_kwargs or None)
         reset_pre = getattr(self.agent, "reset_preprocessor", None)
         try:
-            obs = envs.reset(seed=self.seed + 10_000 if seed is None else seed)
+            obs = envs.reset(seed=derive_seed(self.seed, "eval_screen") if seed is None else seed)
             self._check_observations(obs, "evaluation reset")
             if reset_pre is not None:
                 reset_pre(list(range(n)))

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from harness.execution.inputs import default_validate
+from harness.seeds import derive_seed
 from reference_agents.components.helpers.n_step import NStepAccumulator
 from reference_agents.workers.checks import WorkerChecks
 from reference_agents.workers.envs import EnvFactory, VectorEnv, index_value
@@ -101,6 +102,8 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
                 raise ValueError(f"VectorEnvWorker: {name} must be a bool; got {value!r}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise ValueError(f"VectorEnvWorker: seed must be an int; got {seed!r}")
+        if seed < 0:
+            raise ValueError(f"VectorEnvWorker: seed must be >= 0 (environments take non-negative seeds); got {seed}")
         if compute_priorities and observe and not worker_side_n_step:
             raise ValueError("VectorEnvWorker: compute_priorities needs worker_side_n_step=True or observe=False "
                              "(with agent-side folding the worker never sees the finished transitions)")
@@ -167,9 +170,9 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
 
     # ---- environments -------------------------------------------------------------------
     def _start(self) -> None:
-        """(Re)starts every environment: a fresh worker uses ``seed``, a resumed one a later seed."""
-        seed = self.seed + self.resets * 1_000_003
-        self._obs = self.envs.reset(seed=seed)
+        """(Re)starts every environment: a fresh worker uses ``seed``, a resumed one a later seed
+        (``derive_seed(seed, "reset", resets)``)."""
+        self._obs = self.envs.reset(seed=derive_seed(self.seed, "reset", self.resets))
         self.resets += 1
         self._running_return[:] = 0.0
         self._episode_start[:] = self._lockstep

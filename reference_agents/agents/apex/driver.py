@@ -26,6 +26,7 @@ from typing import Any, Callable, TextIO
 import numpy as np
 
 from harness.execution.actors import ActorExecutor, ActorFailure, ActorHandle, Future
+from harness.seeds import derive_seed
 from reference_agents.agents.apex.config import ApexConfig, load_apex_config
 from reference_agents.agents.apex.learner import ApexLearner
 from reference_agents.agents.apex.shard import ReplayShard
@@ -106,7 +107,7 @@ class ApexDriver(ShardBooks):
             match_window = mem.match_window
         return (f"shard-{j}", cfg.shard_capacity(), frames, mem.alpha, mem.beta, mem.epsilon,
                 mem.compression if mem.type == "frames" else None, BATCH_LAYOUTS.get(self.backend, "nchw_view"),
-                self.seed + 100 + j, cfg.shards_prioritized(), frame_capacity, match_window)
+                derive_seed(self.seed, "shard", j), cfg.shards_prioritized(), frame_capacity, match_window)
 
     def start(self) -> None:
         """Starts the shard and worker actors and the learner threads, and sends the first weights."""
@@ -370,7 +371,8 @@ class ApexDriver(ShardBooks):
         lock = self.learner.lock if self.learner is not None else threading.Lock()
         with lock:
             return self._eval_worker.evaluate(num_episodes, num_envs=num_envs,
-                                              seed=self.seed + 10_000 if seed is None else seed, max_steps=max_steps)
+                                              seed=derive_seed(self.seed, "eval_screen") if seed is None else seed,
+                                              max_steps=max_steps)
 
     # ---- checkpoints -------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import os
 import time
 from typing import Any
 
+from harness.seeds import derive_seed
 from reference_agents.agents.apex.agent import ApexAgent
 from reference_agents.agents.apex.transport import pack_records
 from reference_agents.workers import VectorEnvWorker
@@ -18,7 +19,7 @@ class ApexWorker:
 
     Args:
         config: the Ape-X config (a dict).
-        index: the worker's index (its seed is ``seed + 1000 * (index + 1)``).
+        index: the worker's index (its seed is ``derive_seed(seed, "apex_worker", index)``, `harness.seeds`).
         epsilon: its constant exploration rate (`apex_epsilons`).
         threads: framework threads of this process.
     """
@@ -33,10 +34,10 @@ class ApexWorker:
 
         set_threads(config.get("backend", "tf"), threads)
         self.index, self.epsilon = int(index), float(epsilon)
-        self.agent = ApexAgent(config, seed=int(config.get("seed", 0)) + 1000 * (self.index + 1),
+        self.run_seed = int(config.get("seed", 0))
+        self.agent = ApexAgent(config, seed=derive_seed(self.run_seed, "apex_worker", self.index),
                                exploration={"type": "constant", "value": float(epsilon)})
         self.worker = VectorEnvWorker.for_agent(self.agent, observe=False, update=False, compute_priorities=True)
-        self.base_seed = self.worker.seed
         self.weights_version = -1
         # tells the driver when the engine replaced this object without a failing call (a crash between calls)
         self.instance = f"{os.getpid()}-{id(self)}-{time.time_ns()}"
@@ -50,7 +51,7 @@ class ApexWorker:
     def set_incarnation(self, incarnation: int) -> str:
         """A restarted worker plays other episodes than its first incarnation did (the seed moves on); returns
         this object's instance token."""
-        self.worker.seed = self.base_seed + 7_919 * int(incarnation)
+        self.worker.seed = derive_seed(self.run_seed, "apex_worker", self.index, int(incarnation))
         return self.instance
 
     def sample(self, num_steps: int) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any, Callable, TextIO
 import numpy as np
 
 from harness.execution.transport import OutcomeUnknown, QueueClosed, RecordSpec
+from harness.seeds import derive_seed
 from reference_agents.workers import Episode, VectorEnvWorker, WorkerStats
 
 EPISODE_SPEC: RecordSpec = {"actor": ("int64", ()), "return": ("float64", ()), "length": ("int64", ()),
@@ -84,7 +85,7 @@ def impala_actor(transport: Any, index: int, incarnation: int, config: dict[str,
     """
     from reference_agents.agents import IMPALAAgent
 
-    agent = IMPALAAgent(config, backend=backend, seed=seed + 1009 * index + 100_003 * incarnation)
+    agent = IMPALAAgent(config, backend=backend, seed=derive_seed(seed, "actor", index, incarnation))
     worker = VectorEnvWorker.for_agent(agent, seed=agent.seed, update=False)
     rollouts, episodes, weights = transport.queues["rollouts"], transport.queues["episodes"], transport.weights
     steps = agent.config.rollout.length * worker.num_envs
@@ -332,7 +333,8 @@ class ActorLearnerWorker:
                  max_steps: int | None = None) -> list[float]:
         """Greedy returns of the learner's policy on the learner's own environments (`VectorEnvWorker.evaluate`)."""
         return self._eval_worker.evaluate(num_episodes, num_envs=num_envs,
-                                          seed=self.seed + 10_000 if seed is None else seed, max_steps=max_steps)
+                                          seed=derive_seed(self.seed, "eval_screen") if seed is None else seed,
+                                          max_steps=max_steps)
 
     def state_dict(self) -> dict[str, Any]:
         """Counters and episodes (as `VectorEnvWorker.state_dict`), and the rollouts learned per actor."""

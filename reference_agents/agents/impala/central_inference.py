@@ -25,6 +25,7 @@ import numpy as np
 
 from harness.execution.grpc_protocol import RemoteBody
 from harness.execution.transport import QueueClosed, RecordSpec
+from harness.seeds import derive_seed
 from reference_agents.agents.impala.rollouts import RolloutBuilder
 from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 from reference_agents.workers import Episode, VectorEnv
@@ -58,7 +59,7 @@ def env_actor(transport: Any, index: int, incarnation: int, env: dict[str, Any],
     envs = VectorEnv(env["id"], env["num_envs"], kwargs or None)
     requests, answers = transport.queues["requests"], transport.queues[f"actions-{index}"]
     n = envs.num_envs
-    act_on = envs.reset(seed=seed + 1009 * index + 100_003 * incarnation)
+    act_on = envs.reset(seed=derive_seed(seed, "actor", index, incarnation))
     final, reward = act_on, np.zeros(n, np.float32)
     terminated = truncated = np.zeros(n, bool)
     try:

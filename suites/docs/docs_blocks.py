@@ -120,7 +120,7 @@ def interpreter_argv(argv: list[str]) -> list[str]:
 def command_and_flags(argv: list[str]) -> tuple[tuple[str, ...], list[str]]:
     """The sub-command (``("train",)``, ``("spec", "test")``) and the ``--flags`` of a spacegraph command."""
     rest = [w for w in argv[1:] if w != "--verbose"]
-    nested = {"spec", "new"}
+    nested = {"spec", "new", "checkpoint"}
     depth = 2 if rest and rest[0] in nested else 1
     command = tuple(rest[:depth])
     flags = [w.split("=", 1)[0] for w in rest[depth:] if w.startswith("--")]

@@ -2,7 +2,7 @@
 `make_golden.py`, and ``*_unversioned``: the same cases written by the code before formats carried versions) loads
 through the public loader and its restored policy gives the greedy actions and values it gave when written; it
 loads on the other backend too (DQN, IMPALA and Ape-X's learner checkpoints are backend-neutral); and a run
-continues from it with ``spacegraph train --resume``."""
+continues from it with ``spacegraph train --resume``, saving every file stamped with today's format versions."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.execution.formats import FORMATS, PROJECT_VERSION
+from harness.execution.serialization import read_json, read_npz
 from harness.testing.plugin import selected_backends
 from reference_agents.agents import load_checkpoint
 from suites.checkpoints.make_golden import policy_outputs
@@ -83,3 +85,17 @@ def test_a_run_continues_from_a_golden_checkpoint(path, tmp_path, capsys):
         assert json.load(fh)["total_steps"] >= steps + 40
     with open(run / "checkpoint" / "trainer.json") as fh:  # the golden run's evaluation row, then the new one
         assert [r["env_steps"] for r in json.load(fh)["history"]][:1] == [expected["steps"]]
+    assert_stamped(run / "checkpoint")
+
+
+def assert_stamped(ckpt: Path) -> None:
+    """Every file of a checkpoint that has metadata names its format at the current version and this spacegraph."""
+    metas = {"agent_state.npz": read_npz(ckpt / "agent_state.npz", meta_key="__meta__", versions=False)[0],
+             "trainer.json": read_json(ckpt / "trainer.json", versions=False)}
+    if (ckpt / "apex.json").exists():
+        metas["apex.json"] = read_json(ckpt / "apex.json", versions=False)
+        metas["shard-0.npz"] = read_npz(ckpt / "shards" / "shard-0.npz", meta_key="__meta__", versions=False)[0]
+    for name, meta in metas.items():
+        assert meta.get("format") in FORMATS, (name, meta.get("format"))
+        assert (meta.get("format_version"), meta.get("spacegraph")) == (FORMATS[meta["format"]].version,
+                                                                         PROJECT_VERSION), name

@@ -5,6 +5,7 @@ the kind, both versions and what to do; ``--resume`` does not take such a refusa
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -142,9 +143,7 @@ def test_a_newer_format_is_refused_with_upgrade_spacegraph(tmp_path):
         load_checkpoint(ckpt)
 
 
-def test_resume_refuses_a_newer_format_at_once_instead_of_falling_back_to_checkpoint_old(tmp_path, capsys):
-    from spacegraph.cli import main
-
+def _newer_trainer_state_beside_a_whole_checkpoint_old(tmp_path) -> tuple[str, str]:
     ckpt = _golden(tmp_path, "dqn_torch")
     run = os.path.dirname(ckpt)
     shutil.copytree(ckpt, os.path.join(run, "checkpoint.old"))
@@ -152,6 +151,36 @@ def test_resume_refuses_a_newer_format_at_once_instead_of_falling_back_to_checkp
         state = json.load(fh)
     with open(os.path.join(ckpt, "trainer.json"), "w") as fh:
         json.dump(dict(state, format_version=2, spacegraph="0.2.0"), fh)
+    return run, ckpt
+
+
+def test_trainer_resume_refuses_a_newer_format_at_once_instead_of_falling_back_to_checkpoint_old(tmp_path):
+    from reference_agents.training import Trainer
+
+    run, ckpt = _newer_trainer_state_beside_a_whole_checkpoint_old(tmp_path)
+    stream = io.StringIO()
+    with pytest.raises(FormatVersionError) as err:
+        Trainer.resume(run, stream=stream)
+    assert str(err.value) == (
+        f"Trainer.resume: {run} holds a checkpoint this spacegraph does not read: {ckpt}/trainer.json is a trainer "
+        f"state in format 2, written by spacegraph 0.2.0; this is spacegraph {PROJECT_VERSION}, reading format 1 of "
+        f"it: upgrade spacegraph to load it")
+    assert stream.getvalue() == ""  # no "resuming from the older checkpoint" warning
+
+
+def test_read_trainer_state_refuses_a_newer_format_instead_of_reading_checkpoint_old(tmp_path):
+    from reference_agents.training.checkpoints import read_trainer_state
+
+    run, ckpt = _newer_trainer_state_beside_a_whole_checkpoint_old(tmp_path)
+    with pytest.raises(FormatVersionError, match=f"^{run} holds a training checkpoint this spacegraph does not read: "
+                                                 f"{ckpt}/trainer.json is a trainer state in format 2"):
+        read_trainer_state(run)
+
+
+def test_spacegraph_train_resume_refuses_a_newer_format_and_changes_nothing(tmp_path, capsys):
+    from spacegraph.cli import main
+
+    run, ckpt = _newer_trainer_state_beside_a_whole_checkpoint_old(tmp_path)
     before = {f: os.path.getmtime(os.path.join(r, f)) for r, _, fs in os.walk(run) for f in fs}
     assert main(["train", "--resume", run, "--steps", "400", "--quiet"]) == 2
     err = capsys.readouterr().err

@@ -114,3 +114,17 @@ def test_roles_are_documented():
 
     for role in ROLES:
         assert f"`{role}`" in doc and f"``{role}``" in module.__doc__, role
+
+
+def test_a_negative_seed_is_refused_by_name():
+    from reference_agents.workers import VectorEnv, VectorEnvWorker
+
+    with pytest.raises(ValueError, match=r"VectorEnvWorker: seed must be >= 0 \(environments take non-negative "
+                                         r"seeds\); got -1"):
+        VectorEnvWorker(None, "CartPole-v1", seed=-1)
+    envs = VectorEnv("CartPole-v1", 2)
+    try:
+        with pytest.raises(ValueError, match=r"VectorEnv.reset: seed must be >= 0 .*; got -3"):
+            envs.reset(seed=-3)
+    finally:
+        envs.close()

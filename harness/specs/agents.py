@@ -18,24 +18,126 @@ optional learning criterion that `suites/agents` turns into a learning test::
       seeds: [0, 1, 2]
       min_solved: 2              # optional: how many of the seeds must solve (default: all of them)
       backends: [tf, torch]
+      measured:                  # optional: per backend, how many runs over seeds not picked solved
+        torch: {runs: 13, solved: 12}
 
 One run per seed, in order, until ``min_solved`` runs have solved (passed) or too few seeds are left to
-get there (failed). A criterion over several seeds tests learning rather than one seed's random stream:
-a run's env steps to solve spread widely over seeds (DQN on CartPole: 22,500-132,500 on PyTorch), so a
-single seed's budget holds by that seed's draws and a legitimate change of the draws can move it.
+get there (failed): `SeedCriterion`, which the learning tests that have no spec file (Ape-X and IMPALA
+on Ray and distributed TF, central inference) use as well. A criterion over several seeds tests learning
+rather than one seed's random stream: a run's env steps to solve spread widely over seeds (DQN on
+CartPole: 22,500-132,500 on PyTorch), so a single seed's budget holds by that seed's draws and a
+legitimate change of the draws can move it. ``k`` of ``n`` is chosen from a measured success rate ``p``
+so that a correct agent fails with probability `SeedCriterion.failure_probability` (binomial) below 1%;
+the optional ``measured`` records that measurement per backend (``specs/agents/README.md``).
 """
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.specs.loader import SpecError, import_object, read_spec_mapping
 from harness.spaces import Space, parse
+
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class SeedVerdict(Generic[R]):
+    """What a `SeedCriterion` run found: ``passed``, and ``runs``: ``(seed, result, solved)`` of the runs made."""
+
+    passed: bool
+    runs: list[tuple[int, R, bool]] = field(default_factory=list)
+
+    @property
+    def solved(self) -> int:
+        """How many of the runs made solved."""
+        return sum(ok for _, _, ok in self.runs)
+
+    @property
+    def seeds(self) -> list[int]:
+        """The seeds run, in order."""
+        return [seed for seed, _, _ in self.runs]
+
+
+@dataclass(frozen=True)
+class SeedCriterion:
+    """``required`` of the ``seeds`` must solve; the seeds run in order and stop once the verdict is known.
+
+    Args:
+        seeds: the seeds, in the order they run (no repeats).
+        required: how many of them must solve (``k`` of ``n``), 1 to ``len(seeds)``.
+
+    Raises:
+        ValueError: for repeated seeds or a ``required`` outside 1..len(seeds).
+    """
+
+    seeds: tuple[int, ...]
+    required: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds: expected distinct seeds, at least one; got {list(self.seeds)}")
+        if not 1 <= self.required <= len(self.seeds):
+            raise ValueError(f"required: expected 1 to {len(self.seeds)} (the number of seeds); got {self.required}")
+
+    def run(self, trial: Callable[[int], R], solved: Callable[[R], bool]) -> SeedVerdict[R]:
+        """Calls ``trial(seed)`` for the seeds in order until ``required`` runs have solved (passed) or too few
+        seeds are left for that (failed); ``solved(result)`` says whether a run solved."""
+        runs: list[tuple[int, R, bool]] = []
+        for i, seed in enumerate(self.seeds):
+            done = sum(ok for _, _, ok in runs)
+            if done >= self.required or done + len(self.seeds) - i < self.required:
+                break
+            result = trial(seed)
+            runs.append((seed, result, bool(solved(result))))
+        return SeedVerdict(sum(ok for _, _, ok in runs) >= self.required, runs)
+
+    def explain(self, verdict: SeedVerdict[R], what: str, detail: Callable[[R], str]) -> str:
+        """A failure message: ``what`` did not learn, how many of which seeds solved, and ``detail(result)``
+        of each run."""
+        return (f"{what}: {verdict.solved} of the runs with seeds {verdict.seeds} solved; {self.required} of the "
+                f"seeds {list(self.seeds)} must. " + "; ".join(f"seed {s}: {detail(r)}" for s, r, _ in verdict.runs))
+
+    def failure_probability(self, rate: float) -> float:
+        """The probability that an agent whose runs solve independently with probability ``rate`` fails:
+        fewer than ``required`` of ``len(seeds)`` solve (binomial)."""
+        n = len(self.seeds)
+        return sum(math.comb(n, j) * rate ** j * (1 - rate) ** (n - j) for j in range(self.required))
+
+    def expected_runs(self, rate: float) -> float:
+        """How many runs `run` makes on average when each solves with probability ``rate`` (at most
+        ``len(seeds)``, at least ``required``)."""
+        n, k = len(self.seeds), self.required
+        states, expected = {0: 1.0}, 0.0  # solved so far -> probability, before run i
+        for i in range(n):
+            running = {s: p for s, p in states.items() if s < k and s + n - i >= k}
+            expected += sum(running.values())
+            states = {s: p for s, p in states.items() if s not in running}
+            for s, p in running.items():
+                states[s + 1] = states.get(s + 1, 0.0) + p * rate
+                states[s] = states.get(s, 0.0) + p * (1 - rate)
+        return expected
+
+
+class Measured(BaseModel):
+    """A measured success rate: ``solved`` of ``runs`` runs (seeds not picked) solved within the budget."""
+
+    model_config = ConfigDict(extra="forbid")
+    runs: int = Field(ge=1)
+    solved: int = Field(ge=0)
+
+    @property
+    def rate(self) -> float:
+        """``solved / runs``."""
+        return self.solved / self.runs
 
 
 class LearningSpec(BaseModel):
@@ -49,11 +151,17 @@ class LearningSpec(BaseModel):
     seeds: list[int] = Field(min_length=1)
     min_solved: int | None = Field(None, ge=1)
     backends: list[str] = Field(default_factory=lambda: ["tf", "torch"], min_length=1)
+    measured: dict[str, Measured] = Field(default_factory=dict)
 
     @property
     def required(self) -> int:
         """How many of the seeds must solve: ``min_solved``, or every seed when it is not given."""
         return len(self.seeds) if self.min_solved is None else self.min_solved
+
+    @property
+    def criterion(self) -> SeedCriterion:
+        """The seeds and how many must solve, as a `SeedCriterion`."""
+        return SeedCriterion(tuple(self.seeds), self.required)
 
 
 class AgentSpec(BaseModel):
@@ -140,6 +248,13 @@ def load_agent_spec(path: str | os.PathLike, root: str | os.PathLike | None = No
                                                 f"({len(spec.learning.seeds)}); got {spec.learning.min_solved}"))
     if spec.learning is not None and len(set(spec.learning.seeds)) != len(spec.learning.seeds):
         problems.append(("learning.seeds", f"must not repeat a seed; got {spec.learning.seeds}"))
+    for backend, measured in (spec.learning.measured.items() if spec.learning else []):
+        if backend not in spec.learning.backends:
+            problems.append((f"learning.measured.{backend}", f"expected one of the backends "
+                                                             f"{spec.learning.backends}; got {backend!r}"))
+        if measured.solved > measured.runs:
+            problems.append((f"learning.measured.{backend}.solved", f"must be at most runs ({measured.runs}); "
+                                                                    f"got {measured.solved}"))
     for i, backend in enumerate(spec.learning.backends if spec.learning else []):
         if backend not in ("tf", "torch"):
             problems.append((f"learning.backends.{i}", f"expected 'tf' or 'torch'; got {backend!r}"))

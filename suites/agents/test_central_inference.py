@@ -1,6 +1,7 @@
 """Central batched inference (SEED RL style) in one process (actor threads): the learner's actions are its
 policy's, every request is answered once and in order, recurrent state stays with its environment, an
-actor that stops never holds the others back longer than the batching timeout."""
+actor that stops never holds the others back, and the batching itself on a fake clock: a batch closes when
+full or when the window after its first request has passed on the clock, never later (no wall-time asserts)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import pytest
 import yaml
 
 from harness.execution.transport import ThreadActorLearnerExecutor
+from harness.specs.agents import SeedCriterion
 from reference_agents.agents import IMPALAAgent
 from reference_agents.training import Trainer
-from reference_agents.agents.impala.central_inference import CentralInferenceWorker, env_actor
+from reference_agents.agents.impala.central_inference import CentralInferenceWorker, env_actor, gather_requests
+from suites.doubles import FakeClock
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "reference_agents", "configs", "impala_cartpole.yaml")
 
@@ -86,26 +89,113 @@ class StallingExecutor(ThreadActorLearnerExecutor):
         super().start_actors(stalled_actor, *args)
 
 
-def test_an_actor_that_sends_nothing_never_holds_the_batch_beyond_the_timeout():
+def test_an_actor_that_sends_nothing_never_holds_the_batch_back():
+    """Batches of 3 wait for an actor that never sends: the others are answered all the same, in batches
+    without it (how long a batch waits is checked on a fake clock below, not on this machine's)."""
     worker = make(actors=3, executor=StallingExecutor, timeout_ms=5.0)
     try:
         worker.start()
         wait_for(lambda: min(worker.answered.get(1, 0), worker.answered.get(2, 0)) >= 50)
         assert 0 not in worker.answered
-        assert worker.max_wait < 0.005 + 0.05  # the timeout, plus scheduling slack on a loaded machine
+        assert max(worker.batch_sizes) <= 2 and worker.max_wait > 0, worker.batch_sizes
     finally:
         worker.close()
+
+
+class ScriptedRequests:
+    """A request queue whose requests arrive at set times of a `FakeClock` (``arrivals``: one time per request,
+    sorted); a blocking take of the first waits on the clock up to its timeout."""
+
+    def __init__(self, clock: FakeClock, arrivals: list[float]) -> None:
+        self.clock, self.arrivals, self.taken = clock, list(arrivals), 0
+
+    def size(self) -> int:
+        return sum(t <= self.clock.now for t in self.arrivals[self.taken:])
+
+    def take(self, count, timeout=None):
+        if not self.size():
+            pending = self.arrivals[self.taken:]
+            if not pending or (timeout is not None and pending[0] > self.clock.now + timeout):
+                self.clock.advance(timeout or 0.0)
+                raise TimeoutError("no request")
+            self.clock.now = pending[0]
+        assert count <= self.size(), "took more than was waiting"
+        seq = np.arange(self.taken, self.taken + count)
+        self.taken += count
+        return {"seq": seq}
+
+
+POLL = 0.0002  # gather_requests' default wait between looks at an empty queue
+
+
+def gather_all(arrivals, max_batch=3, timeout=0.005):
+    """Batches the scripted requests until none is left: ``[(requests in the batch, fake seconds waited)]``."""
+    clock = FakeClock()
+    requests = ScriptedRequests(clock, arrivals)
+    batches = []
+    while (got := gather_requests(requests, max_batch, timeout, clock=clock, sleep=clock.sleep)) is not None:
+        batch, waited = got
+        batches.append((batch["seq"].tolist(), waited))
+    return batches
+
+
+def test_a_batch_missing_an_actor_closes_at_the_window_after_its_first_request():
+    """Actor 0 never sends (2 of 3 requests per step): each batch waits out the 5 ms window on the clock, no
+    longer than one poll past it, and takes the two that came."""
+    arrivals = [t + d for t in (0.0, 0.1, 0.2) for d in (0.0, 0.001)]
+    batches = gather_all(arrivals)
+    assert [seqs for seqs, _ in batches] == [[0, 1], [2, 3], [4, 5]]
+    for _, waited in batches:
+        assert 0.005 <= waited <= 0.005 + POLL + 1e-12, batches
+
+
+def test_a_full_batch_goes_at_once_and_a_late_request_goes_to_the_next():
+    # 3 requests within 2 ms: full, sent when the third comes; then one at 7 ms after the first of its batch
+    # (outside the window of 5) starts a batch of its own
+    batches = gather_all([0.0, 0.001, 0.002, 0.1, 0.107, 0.108, 0.109])
+    assert [seqs for seqs, _ in batches] == [[0, 1, 2], [3], [4, 5, 6]]
+    assert abs(batches[0][1] - 0.002) < POLL + 1e-12 and abs(batches[2][1] - 0.002) < POLL + 1e-12
+    assert 0.005 <= batches[1][1] <= 0.005 + POLL + 1e-12
+
+
+def test_a_batch_takes_at_most_max_batch_of_the_waiting_requests():
+    batches = gather_all([0.0] * 7, max_batch=3)
+    assert [seqs for seqs, _ in batches] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert [waited for _, waited in batches[:2]] == [0.0, 0.0] and batches[2][1] >= 0.005
+
+
+#: The learning criterion: the config's definition of solved within 400k env steps (2 actor threads, PyTorch) on
+#: 1 of the seeds 0-2, run in order until one solves. Measured (issue 44, seeds 0-4): 4 of 5 solved, at
+#: 100k-220k steps in 27-70 s; seed 4's screen reached 500 at 370k but no 100-episode mean did. At p = 0.8 a
+#: correct agent fails 1 of 3 with probability 0.8% (one seed, the earlier test: 20%); expected runs 1.24,
+#: at most 3. ``max_seconds`` bounds a hung run (a failed one took 113 s).
+LEARNING = SeedCriterion(seeds=(0, 1, 2), required=1)
+LEARNING_STEPS, LEARNING_MAX_SECONDS = 400_000, 170
+
+
+def central_learning_run(seed: int) -> dict:
+    """One learning run of central inference (2 actor threads) with ``seed``: solved_at, seconds, batches."""
+    agent = IMPALAAgent(CONFIG, backend="torch", seed=seed)
+    worker = CentralInferenceWorker(agent, lambda q: ThreadActorLearnerExecutor(2, q, {}), 2)
+    start = time.perf_counter()
+    try:
+        result = Trainer(agent, worker=worker, progress=False, max_seconds=LEARNING_MAX_SECONDS).train(LEARNING_STEPS)
+    finally:
+        worker.close()
+    return {"solved_at": result.solved_at_step, "seconds": time.perf_counter() - start,
+            "stop": result.stop_reason, "batches": dict(worker.batch_sizes),
+            "history": [(r["env_steps"], r["screen_return"], r["eval_return"]) for r in result.history]}
 
 
 @pytest.mark.learning
 def test_central_inference_learns_cartpole(record_property):
-    agent = IMPALAAgent(CONFIG, backend="torch", seed=0)
-    worker = CentralInferenceWorker(agent, lambda q: ThreadActorLearnerExecutor(2, q, {}), 2)
-    start = time.perf_counter()
-    try:
-        result = Trainer(agent, worker=worker, progress=False, max_seconds=170).train(400_000)
-    finally:
-        worker.close()
-    record_property("learning", f"central inference: solved at {result.solved_at_step} env steps in "
-                                f"{time.perf_counter() - start:.0f} s; inference batches {dict(worker.batch_sizes)}")
-    assert result.solved_at_step is not None
+    def run(seed: int) -> dict:
+        result = central_learning_run(seed)
+        record_property("learning", f"central inference, seed {seed}: solved at {result['solved_at']} env steps in "
+                                    f"{result['seconds']:.0f} s; inference batches {result['batches']}")
+        return result
+
+    verdict = LEARNING.run(run, solved=lambda r: r["solved_at"] is not None)
+    assert verdict.passed, LEARNING.explain(
+        verdict, f"central inference (2 actor threads) within {LEARNING_STEPS} env steps",
+        lambda r: f"stopped by {r['stop']} after {r['seconds']:.0f} s; evaluations {r['history']}")

@@ -109,6 +109,43 @@ def check_env_actor_args(args: list) -> tuple[dict[str, Any], int]:
 REMOTE_BODIES = {"central-inference": RemoteBody(env_actor, check_env_actor_args)}
 
 
+def gather_requests(requests: Any, max_batch: int, timeout: float, clock: Callable[[], float] = time.monotonic,
+                    sleep: Callable[[float], None] = time.sleep, poll: float = 0.0002,
+                    first_timeout: float = 1.0) -> tuple[dict[str, np.ndarray], float] | None:
+    """One inference batch: the first request (waiting up to ``first_timeout`` s for it), then what else comes
+    until the batch holds ``max_batch`` requests or ``timeout`` seconds of ``clock`` have passed since the first.
+
+    Args:
+        requests: the request queue (``take(n, timeout=None)`` and ``size()``, as the transports' queues).
+        max_batch: requests per batch at most.
+        timeout: how long the batch waits for more requests after its first (seconds of ``clock``).
+        clock: the clock the window is measured on (tests pass a fake one).
+        sleep: how the gathering waits ``poll`` seconds between looks at an empty queue.
+        poll: the wait between looks.
+        first_timeout: how long to wait for the first request (the queue's own wait).
+
+    Returns:
+        ``(batch, waited)``: the requests concatenated field by field and the seconds of ``clock`` the batch
+        waited after its first request; None when no request came within ``first_timeout``.
+    """
+    try:
+        batch = [requests.take(1, timeout=first_timeout)]
+    except TimeoutError:
+        return None
+    first = clock()
+    deadline, count = first + timeout, 1
+    while count < max_batch:
+        waiting = requests.size()
+        if waiting:
+            batch.append(requests.take(min(waiting, max_batch - count)))
+            count += len(batch[-1]["seq"])
+        elif clock() >= deadline:
+            break
+        else:
+            sleep(poll)
+    return {k: np.concatenate([b[k] for b in batch]) for k in batch[0]}, clock() - first
+
+
 class _ActorSlot:
     """The learner's side of one actor: its environments' recurrent state, the step in flight, rollouts."""
 
@@ -166,24 +203,12 @@ class CentralInferenceWorker(ActorLearnerWorker):
 
     # ---- the inference thread ----------------------------------------------------------------------------
     def _gather(self) -> dict[str, np.ndarray] | None:
-        requests = self.executor.queues["requests"]
-        try:
-            batch = [requests.take(1, timeout=1.0)]
-        except TimeoutError:
+        gathered = gather_requests(self.executor.queues["requests"], self.max_batch, self.timeout)
+        if gathered is None:
             return None
-        first = time.monotonic()
-        deadline, count = first + self.timeout, 1
-        while count < self.max_batch:
-            waiting = requests.size()
-            if waiting:
-                batch.append(requests.take(min(waiting, self.max_batch - count)))
-                count += len(batch[-1]["seq"])
-            elif time.monotonic() >= deadline:
-                break
-            else:
-                time.sleep(0.0002)
-        self.max_wait = max(self.max_wait, time.monotonic() - first)
-        return {k: np.concatenate([b[k] for b in batch]) for k in batch[0]}
+        batch, waited = gathered
+        self.max_wait = max(self.max_wait, waited)
+        return batch
 
     def _serve(self) -> None:
         try:

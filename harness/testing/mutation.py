@@ -290,6 +290,12 @@ def outcomes_json(outcomes: list[Outcome]) -> list[dict[str, Any]]:
     return [{**asdict(o), "mutant": asdict(o.mutant), "killed_by": o.killed_by} for o in outcomes]
 
 
+def outcomes_from_json(rows: list[dict[str, Any]]) -> list[Outcome]:
+    """`outcomes_json`'s rows back as outcomes (``killed_by`` is recomputed from ``backends``)."""
+    return [Outcome(r["module"], Mutant(**r["mutant"]), r["status"], r["seconds"], dict(r.get("backends", {})))
+            for r in rows]
+
+
 def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
     """``(fn(...), seconds)``."""
     start = time.perf_counter()

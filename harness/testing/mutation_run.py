@@ -27,11 +27,12 @@ import os
 import random
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
-from harness.testing.mutation import Outcome, mutants, outcomes_json, run_mutant, run_unmutated, timed
+from harness.testing.mutation import (Outcome, mutants, outcomes_from_json, outcomes_json, run_mutant,
+                                      run_unmutated, timed)
 
 
 def _beta_ppf(q: float, a: float, b: float) -> float:
@@ -130,30 +131,42 @@ def selection(module: str, tests: Path, spec_dir: Path | None) -> list[str]:
     return (spec_stems(module, spec_dir) if spec_dir else []) + covering_tests(module, tests)
 
 
-def backend_counts(outcomes: list[Outcome]) -> list[str]:
-    """Report lines: how many mutants each backend killed first, and (where both ran) only TF / only torch killed."""
-    order = list(dict.fromkeys(b for o in outcomes for b in o.backends))
+def backend_counts(outcomes: list[Outcome], backends: Sequence[str] = ()) -> list[str]:
+    """Report lines: how many mutants each backend killed first, and which kills only one backend made.
+
+    Args:
+        outcomes: the mutants run.
+        backends: the run's ``--backends`` in order (default: those the outcomes name).
+    """
+    order = list(backends) or list(dict.fromkeys(b for o in outcomes for b in o.backends))
     if not order:
         return []
     first = {b: sum(o.killed_by == b for o in outcomes) for b in order}
+    runs = {b: sum(b in o.backends for o in outcomes) for b in order}
     lines = ["## Kills by backend", "",
-             f"Backends in run order: {', '.join(order)}. A backend runs a mutant only when every earlier one let it "
-             "survive, unless `--every-backend` was given: so *killed first by* a later backend means *killed only "
-             "by it* among the backends run, and the first backend's count includes mutants a later one would also "
-             "have killed.", "", "| backend | killed first by it (timeouts count) | runs |", "|---|---|---|"]
-    lines += [f"| {b} | {first[b]} | {sum(b in o.backends for o in outcomes)} |" for b in order]
-    both = [o for o in outcomes if all(b in o.backends for b in order)]
-    if len(order) > 1:
-        lines += ["", f"Of the {len(both)} mutants run on every backend:"]
+             f"Backends in run order: {', '.join(order)}; a mutant counts as killed when any of them killed it. "
+             "Without `--every-backend` a backend runs a mutant only when every earlier one let it survive: a later "
+             "backend's kills are then kills only it made, and the first backend's include mutants a later one "
+             "would also have killed.", "", "| backend | runs | killed first by it (timeouts count) |",
+             "|---|---|---|"]
+    lines += [f"| {b} | {runs[b]} | {first[b]} |" for b in order]
+    if len(order) > 1 and outcomes and all(runs[b] == len(outcomes) for b in order):
+        lines += ["", "Every mutant ran on every backend:"]
         for b in order:
             only = sum(o.backends[b] != "survived" and all(o.backends[c] == "survived" for c in order if c != b)
-                       for o in both)
+                       for o in outcomes)
             lines.append(f"- killed only by {b}: {only}")
+    elif len(order) > 1:
+        lines.append("")
+        lines += [f"- killed only by {b}: {first[b]} of the {runs[b]} mutants {', '.join(order[:i])} let survive"
+                  for i, b in enumerate(order[1:], 1)]
+        lines.append(f"- killed only by {order[0]}: not measured ({', '.join(order[1:])} did not run the "
+                     f"{first[order[0]]} mutants {order[0]} killed; `--every-backend` measures it)")
     return lines + [""]
 
 
 def report_markdown(outcomes: list[Outcome], total: int, sampled: bool, seed: int | None, args: str,
-                    equivalent: dict[str, str], named: bool = False) -> str:
+                    equivalent: dict[str, str], named: bool = False, backends: Sequence[str] = ()) -> str:
     """The Markdown report: figures, kills by backend, then every survivor (with its reason when known equivalent)."""
     eq = [o for o in outcomes if o.full_key in equivalent and o.status == "survived"]
     counted = [o for o in outcomes if o not in eq]
@@ -170,7 +183,7 @@ def report_markdown(outcomes: list[Outcome], total: int, sampled: bool, seed: in
              "| mutants run | equivalent | killed (timeouts count as killed) | survived | kill rate of "
              "non-equivalent | 95% interval |", "|---|---|---|---|---|---|",
              f"| {len(outcomes)} | {len(eq)} | {killed} | {len(counted) - killed} | {rate:.1%} | "
-             f"{lo:.1%} - {hi:.1%} |", "", *backend_counts(outcomes), "## Survivors", "",
+             f"{lo:.1%} - {hi:.1%} |", "", *backend_counts(outcomes, backends), "## Survivors", "",
              "| module | line | operator | change | key | equivalent because |", "|---|---|---|---|---|---|"]
     for o in sorted(outcomes, key=lambda o: (o.module, o.mutant.line, o.mutant.index)):
         if o.status == "survived":
@@ -258,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="run exactly these mutants (e.g. the survivors of an earlier run), not a sample: "
                              "their keys (the report's key column), or MODULE:INDEX for the tree as it is now")
     parser.add_argument("--out", required=True, help="writes OUT.json and OUT.md")
+    parser.add_argument("--render", action="store_true",
+                        help="run nothing: rewrite OUT.md from OUT.json (e.g. with a newer --equivalent)")
     args = parser.parse_args(argv)
     try:
         backends = parse_backends(args.backends)
@@ -283,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         equivalent = load_equivalent(Path(args.equivalent)) if args.equivalent else {}
     except ValueError as exc:
         parser.error(str(exc))
+    if args.render:
+        return render(args.out, equivalent, parser)
     known = {f"{module}:{m.key}" for module, _, m in every}
     stale = sorted(k for k in equivalent if k not in known and any(k.startswith(f"{mod}:") for mod, _, _ in every))
     if stale:
@@ -323,15 +340,29 @@ def main(argv: list[str] | None = None) -> int:
               f"({', '.join(f'{b} {s}' for b, s in results.items())}; {seconds:.0f}s; "
               f"ran {' or '.join(stems[module]) or 'all of ' + args.tests})", flush=True)
         sampled = bool(args.sample) and not args.mutants
-        Path(args.out + ".json").write_text(json.dumps({"total": len(every), "sampled": sampled,
+        command = " ".join(sys.argv[1:] if argv is None else argv)
+        Path(args.out + ".json").write_text(json.dumps({"command": command, "total": len(every), "sampled": sampled,
                                                         "seed": args.seed, "backends": backends,
                                                         "every_backend": args.every_backend,
-                                                        "selections": stems,
+                                                        "named": bool(args.mutants), "selections": stems,
                                                         "outcomes": outcomes_json(outcomes)},
                                                        indent=1))
-        Path(args.out + ".md").write_text(report_markdown(outcomes, len(every), sampled, args.seed,
-                                                          " ".join(sys.argv[1:] if argv is None else argv),
-                                                          equivalent, named=bool(args.mutants)))
+        Path(args.out + ".md").write_text(report_markdown(outcomes, len(every), sampled, args.seed, command,
+                                                          equivalent, named=bool(args.mutants), backends=backends))
+    return 0
+
+
+def render(out: str, equivalent: dict[str, str], parser: argparse.ArgumentParser) -> int:
+    """``--render``: OUT.md written again from OUT.json, nothing run."""
+    try:
+        data = json.loads(Path(out + ".json").read_text())
+        outcomes = outcomes_from_json(data["outcomes"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        parser.error(f"--render: expected {out}.json as written by a run (with 'outcomes'), could not read it: "
+                     f"{exc!r}")
+    Path(out + ".md").write_text(report_markdown(outcomes, data["total"], data["sampled"], data.get("seed"),
+                                                 data.get("command", "(not recorded)"), equivalent,
+                                                 named=data.get("named", False), backends=data.get("backends", ())))
     return 0
 
 

@@ -130,6 +130,8 @@ def test_named_mutants_run_and_a_selection_failing_unmutated_stops_the_run(
     report = Path(out + ".md").read_text()
     assert "The 1 mutants named by `--mutants` ran" in report and "not a random sample" in report
     assert "| 1 | 0 | 1 | 0 | 100.0% |" in report
+    assert "| tf | 0 | 0 |" in report and "killed only by tf: 0 of the 0 mutants torch let survive" in report
+    assert "killed only by torch: not measured (tf did not run the 1 mutants torch killed" in report
     with pytest.raises(SystemExit):
         main(["--package-dir", "tinypkg", "--out", out, "--mutants", "tinypkg.tiny:100000"])
     assert "no such mutant(s) ['tinypkg.tiny:100000']" in capsys.readouterr().err
@@ -208,12 +210,22 @@ def test_each_backend_runs_the_survivors_of_the_ones_before(project: Path, tmp_p
     assert outcome["backends"] == {"torch": "survived", "tf": "killed"} and outcome["killed_by"] == "tf"
     assert outcome["status"] == "killed" and outcome["mutant"]["key"] == add.key
     report = Path(out + ".md").read_text()
-    assert "| tf | 1 | 1 |" in report and "| torch | 0 | 1 |" in report and "killed only by tf: 1" in report
+    assert "| tf | 1 | 1 |" in report and "| torch | 1 | 0 |" in report
+    assert "killed only by tf: 1" in report and "killed only by torch: 0" in report  # it ran on both
     # torch only: the same mutant survives, and the report has no TF row
     assert main(["--package-dir", "tinypkg", "--tests", "test_tf_only.py", "--out", out, "--backends", "torch",
                  "--mutants", f"tinypkg.tiny:{add.index}"]) == 0
     assert json.loads(Path(out + ".json").read_text())["outcomes"][0]["backends"] == {"torch": "survived"}
     assert "| tf |" not in Path(out + ".md").read_text()
+    # --render writes the report again from the JSON with a newer equivalent file, running nothing
+    eq = tmp_path / "eq.json"
+    eq.write_text(json.dumps({f"tinypkg.tiny:{add.key}": "shown equivalent later"}))
+    assert main(["--package-dir", "tinypkg", "--out", out, "--render", "--equivalent", str(eq)]) == 0
+    rendered = Path(out + ".md").read_text()
+    assert "| 1 | 1 | 0 | 0 |" in rendered and "shown equivalent later" in rendered and "--backends torch" in rendered
+    with pytest.raises(SystemExit):
+        main(["--package-dir", "tinypkg", "--out", str(tmp_path / "missing"), "--render"])
+    assert f"--render: expected {tmp_path / 'missing'}.json as written by a run" in capsys.readouterr().err
     # --every-backend runs TF even after torch killed it; strong tests kill on both, so neither kills alone
     assert main(["--package-dir", "tinypkg", "--tests", "test_strong.py", "--out", out, "--every-backend",
                  "--mutants", f"tinypkg.tiny:{add.key}"]) == 0

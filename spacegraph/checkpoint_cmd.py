@@ -160,7 +160,7 @@ def inspect_path(path: str) -> dict[str, Any]:
     meta = main.get("meta") or {}
     apex = (by_name.get("apex.json") or {}).get("meta") or {}
     config = apex.get("config") or meta.get("config")
-    agent = "apex" if apex else (config or {}).get("agent") if isinstance(config, dict) else None
+    agent = "apex" if apex else (config or {}).get("agent") if isinstance(config, dict) else meta.get("root_class")
     counters: dict[str, Any] = {}
     for name, keys in COUNTERS.items():
         saved = (by_name.get(name) or {}).get("meta") or {}
@@ -240,7 +240,10 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     except InspectError as exc:
         print(f"spacegraph checkpoint inspect: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(info, indent=1, default=str) if args.json else render(info, args.config))
+    try:
+        print(json.dumps(info, indent=1, default=str) if args.json else render(info, args.config), flush=True)
+    except BrokenPipeError:  # (piped into head: the reader has what it wanted)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     for problem in info["problems"]:
         print(f"spacegraph checkpoint inspect: {problem}", file=sys.stderr)
     return 2 if info["problems"] else 0

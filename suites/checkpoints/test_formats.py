@@ -56,6 +56,19 @@ def test_model_exports_are_stamped(tmp_path):
     assert (meta["format"], meta["format_version"], meta["spacegraph"]) == ("spacegraph-model", 1, PROJECT_VERSION)
 
 
+def test_a_model_file_of_a_newer_format_is_refused_and_the_agent_left_as_it_was(tmp_path):
+    agent = load_checkpoint(str(GOLDEN / "dqn_tf" / "checkpoint"))
+    path = agent.export_model(str(tmp_path / "m"))
+    meta, arrays = read_npz(path, meta_key="__meta__", versions=False)
+    np.savez(path, __meta__=np.array(json.dumps(dict(meta, format_version=2))),
+             **{k: np.zeros_like(v) for k, v in arrays.items()})
+    before = agent.get_weights()
+    with pytest.raises(FormatVersionError, match=rf"^DQNAgent.import_model: {path} is a DQN model file in format 2, "
+                                                 rf"written by spacegraph {PROJECT_VERSION}; .*upgrade spacegraph"):
+        agent.import_model(path)
+    assert all(np.array_equal(v, agent.get_weights()[k]) for k, v in before.items())
+
+
 def test_stamp_writes_the_three_keys_first_and_refuses_meta_that_sets_them(fresh_formats):
     declare_format("toy", 3, "a toy file")
     assert list(stamp("toy", {"a": 1}).items()) == [("format", "toy"), ("format_version", 3),

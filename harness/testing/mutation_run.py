@@ -26,6 +26,7 @@ import math
 import os
 import random
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -230,9 +231,11 @@ def parse_backends(raw: str) -> list[str]:
     return named
 
 
-def run_on_backends(module: str, path: str, index: int, pytest_args: list[str], timeout: float,
+def run_on_backends(module: str, path: str, index: int, pytest_args: list[str], timeouts: dict[str, float],
                     backends: list[str], every: bool) -> tuple[dict[str, str], float]:
     """Runs the mutant once per backend (``SPACEGRAPH_BACKENDS`` set to it), stopping at the first kill unless ``every``.
+
+    ``timeouts`` gives each backend's limit in seconds.
 
     Returns:
         ``({backend: status}, seconds)`` with the backends run, in order.
@@ -241,7 +244,7 @@ def run_on_backends(module: str, path: str, index: int, pytest_args: list[str], 
     seconds = 0.0
     for backend in backends:
         env = {**os.environ, "SPACEGRAPH_BACKENDS": backend}
-        results[backend], took = timed(run_mutant, module, path, index, pytest_args, timeout, env=env)
+        results[backend], took = timed(run_mutant, module, path, index, pytest_args, timeouts[backend], env=env)
         seconds += took
         if results[backend] != "survived" and not every:
             break
@@ -256,7 +259,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--specs", default=None, help="spec folder: run only the specs naming the mutated module")
     parser.add_argument("--sample", type=int, default=None, help="run a random sample of this many mutants")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds per mutant and backend, raised to 3x the unmutated selection's time where "
+                             "that is longer (the unmutated run itself may take 4x this)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the outcomes in OUT.json (same sample or named mutants) and run only the rest")
     parser.add_argument("--equivalent", default=None,
                         help="JSON {key: why} of equivalent mutants, keyed as the report's key column")
     parser.add_argument("--backends", default="torch,tf",
@@ -305,11 +312,15 @@ def main(argv: list[str] | None = None) -> int:
     if stale:
         print(f"mutation_run: {len(stale)} key(s) of {args.equivalent} name no mutant of the tree (the code "
               f"changed; re-key or drop them): {stale}", file=sys.stderr)
-    outcomes: list[Outcome] = []
+    outcomes = resumed(args.out, len(every), args.seed, bool(args.sample) and not args.mutants, parser) \
+        if args.resume else []
+    done = {o.full_key for o in outcomes}
     stems: dict[str, list[str]] = {}
-    baseline: dict[tuple[str, str], str] = {}
+    limits: dict[tuple[str, str], float] = {}  # (module, backend) -> per-mutant timeout
     for k, i in enumerate(chosen):
         module, path, mutant = every[i]
+        if f"{module}:{mutant.key}" in done:
+            continue
         if path.read_text() != sources[path]:  # the mutant indices were taken from the old text: stop
             print(f"mutation_run: {path} changed since the run started; run on a tree nobody edits (e.g. "
                   f"`git archive HEAD | tar -x -C DIR`)", file=sys.stderr)
@@ -321,16 +332,18 @@ def main(argv: list[str] | None = None) -> int:
         pytest_args = ["-x", "-q", "-p", "no:cacheprovider", args.tests, *select]
         try:
             for backend in backends:  # the selection must pass on the unchanged code, else every mutant "dies"
-                if (module, backend) not in baseline:
+                if (module, backend) not in limits:
                     env = {**os.environ, "SPACEGRAPH_BACKENDS": backend}
-                    baseline[module, backend] = run_unmutated(pytest_args, args.timeout, env=env)
-                    if baseline[module, backend] != "survived":
+                    status, took = baseline_run(pytest_args, 4 * args.timeout, env)
+                    if status != "survived":
                         print(f"mutation_run: the selection {pytest_args} does not pass on the unmutated code "
-                              f"with SPACEGRAPH_BACKENDS={backend} ({baseline[module, backend]}); fix it before "
+                              f"with SPACEGRAPH_BACKENDS={backend} ({status} after {took:.0f}s); fix it before "
                               f"measuring {module}", file=sys.stderr)
                         return 2
-            results, seconds = run_on_backends(module, str(path), mutant.index, pytest_args, args.timeout,
-                                               backends, args.every_backend)
+                    limits[module, backend] = max(args.timeout, 3 * took)
+            results, seconds = run_on_backends(module, str(path), mutant.index, pytest_args,
+                                               {b: limits[module, b] for b in backends}, backends,
+                                               args.every_backend)
         except RuntimeError as exc:  # the selection ran no test: stop (the report so far stays as written)
             print(f"mutation_run: {exc}", file=sys.stderr)
             return 2
@@ -350,6 +363,30 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out + ".md").write_text(report_markdown(outcomes, len(every), sampled, args.seed, command,
                                                           equivalent, named=bool(args.mutants), backends=backends))
     return 0
+
+
+def baseline_run(pytest_args: list[str], timeout: float, env: dict[str, str]) -> tuple[str, float]:
+    """`run_unmutated` and its seconds: a mutant's limit is scaled to the unmutated selection's time."""
+    start = time.perf_counter()
+    status = run_unmutated(pytest_args, timeout, env=env)
+    return status, time.perf_counter() - start
+
+
+def resumed(out: str, total: int, seed: int, sampled: bool, parser: argparse.ArgumentParser) -> list[Outcome]:
+    """``--resume``: the outcomes of OUT.json, after checking it was the same kind of run of the same tree."""
+    path = Path(out + ".json")
+    if not path.exists():
+        return []
+    try:
+        data = json.loads(path.read_text())
+        outcomes = outcomes_from_json(data["outcomes"])
+    except (ValueError, KeyError, TypeError) as exc:
+        parser.error(f"--resume: expected {path} as written by a run (with 'outcomes'), could not read it: {exc!r}")
+    if (data.get("total"), data.get("sampled"), data.get("seed") if sampled else seed) != (total, sampled, seed):
+        parser.error(f"--resume: {path} holds a run of {data.get('total')} mutants (sampled: {data.get('sampled')}, "
+                     f"seed {data.get('seed')}), this one {total} (sampled: {sampled}, seed {seed}): not the same "
+                     "run; use another --out")
+    return outcomes
 
 
 def render(out: str, equivalent: dict[str, str], parser: argparse.ArgumentParser) -> int:

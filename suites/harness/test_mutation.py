@@ -262,3 +262,37 @@ def test_a_bad_equivalent_file_is_one_clear_error_and_stale_keys_are_named(
     assert main(["--package-dir", "tinypkg", "--out", str(tmp_path / "r"), "--equivalent", str(eq),
                  "--mutants", f"tinypkg.tiny:{add.key}"]) == 0
     assert "1 key(s) of" in capsys.readouterr().err
+
+
+def test_resume_keeps_the_outcomes_and_limits_follow_the_unmutated_time(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    import json
+
+    from harness.testing import mutation_run
+
+    monkeypatch.chdir(project)
+    found = mutants(TINY)
+    limits: list[dict[str, float]] = []
+
+    def fake_run(module: str, path: str, index: int, pytest_args: list, timeouts: dict, backends: list,
+                 every: bool) -> tuple[dict[str, str], float]:
+        limits.append(dict(timeouts))
+        return {b: "survived" for b in backends}, 0.0
+
+    monkeypatch.setattr(mutation_run, "run_on_backends", fake_run)
+    monkeypatch.setattr(mutation_run, "baseline_run", lambda args, timeout, env: ("survived", 100.0))
+    out = str(tmp_path / "r")
+    named = ["--package-dir", "tinypkg", "--out", out, "--timeout", "90", "--mutants"]
+    assert mutation_run.main([*named, f"tinypkg.tiny:{found[0].key}"]) == 0
+    assert limits == [{"torch": 300.0, "tf": 300.0}]   # 3x the unmutated selection's 100 s, above --timeout
+    capsys.readouterr()
+    assert mutation_run.main([*named, f"tinypkg.tiny:{found[0].key}", f"tinypkg.tiny:{found[1].key}",
+                              "--resume"]) == 0
+    assert len(limits) == 2 and "[1/2]" not in capsys.readouterr().out     # the first mutant was not run again
+    assert [o["mutant"]["index"] for o in json.loads(Path(out + ".json").read_text())["outcomes"]] == [0, 1]
+    monkeypatch.setattr(mutation_run, "baseline_run", lambda args, timeout, env: ("survived", 1.0))
+    assert mutation_run.main([*named, f"tinypkg.tiny:{found[2].key}", "--resume"]) == 0
+    assert limits[-1] == {"torch": 90.0, "tf": 90.0}
+    with pytest.raises(SystemExit):   # a sample is not the run of named mutants that OUT.json holds
+        mutation_run.main(["--package-dir", "tinypkg", "--out", out, "--sample", "2", "--resume"])
+    assert "--resume: " in capsys.readouterr().err

@@ -140,7 +140,7 @@ def test_named_mutants_run_and_a_selection_failing_unmutated_stops_the_run(
                                             "    assert clip(5) == 6\n")
     assert main(["--package-dir", "tinypkg", "--tests", "test_broken.py", "--out", out,
                  "--mutants", f"tinypkg.tiny:{add}"]) == 2
-    assert "does not pass on the unmutated code with SPACEGRAPH_BACKENDS=torch (killed)" in capsys.readouterr().err
+    assert "does not pass on the unmutated code with SPACEGRAPH_BACKENDS=torch (killed after" in capsys.readouterr().err
 
 
 def test_mutation_covers_selects_test_files_without_importing_them(tmp_path: Path) -> None:
@@ -237,7 +237,7 @@ def test_each_backend_runs_the_survivors_of_the_ones_before(project: Path, tmp_p
                                                  "    assert os.environ['SPACEGRAPH_BACKENDS'] != 'tf'\n")
     assert main(["--package-dir", "tinypkg", "--tests", "test_fails_on_tf.py", "--out", out,
                  "--mutants", f"tinypkg.tiny:{add.key}"]) == 2
-    assert "does not pass on the unmutated code with SPACEGRAPH_BACKENDS=tf (killed)" in capsys.readouterr().err
+    assert "does not pass on the unmutated code with SPACEGRAPH_BACKENDS=tf (killed after" in capsys.readouterr().err
     for bad in ("jax", "tf,tf", ""):
         with pytest.raises(SystemExit):
             main(["--package-dir", "tinypkg", "--out", out, "--backends", bad, "--mutants", f"tinypkg.tiny:{add.key}"])

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.specs.agents import load_agent_spec
+from harness.specs.agents import SeedCriterion, load_agent_spec
 from harness.specs.loader import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,11 +49,14 @@ def test_agent_spec_errors_are_located(tmp_path):
     bad = tmp_path / "agents" / "x" / "bad.yaml"
     bad.parent.mkdir(parents=True)
     bad.write_text("agent: reference_agents.agents.NoSuchAgent\nconfig: nowhere.yaml\napi: {act: 'int64[B'}\n"
-                   "learning: {env_steps: 10, min_return: 1, seeds: [0], backends: [jax]}\n")
+                   "learning: {env_steps: 10, min_return: 1, seeds: [0], backends: [jax],\n"
+                   "           measured: {tf: {runs: 2, solved: 3}}}\n")
     with pytest.raises(SpecError) as info:
         load_agent_spec(bad, root=tmp_path)
     text = str(info.value)
-    for where in ("agent: class does not import", "config: no such file", "api.act:", "learning.backends.0"):
+    for where in ("agent: class does not import", "config: no such file", "api.act:", "learning.backends.0",
+                  "learning.measured.tf: expected one of the backends ['jax']; got 'tf'",
+                  "learning.measured.tf.solved: must be at most runs (2); got 3"):
         assert where in text, text
 
 
@@ -67,18 +70,6 @@ def learning_cases():
             cases.append(pytest.param(path, backend, id=f"{path.stem}-{backend}",
                                       marks=[] if backend in BACKENDS else [pytest.mark.skip("backend off")]))
     return cases
-
-
-def run_seeds(seeds: list[int], required: int, run) -> tuple[bool, list[tuple[int, dict]]]:
-    """Runs ``run(seed)`` for the seeds in order until ``required`` runs have solved (True) or too few seeds
-    are left for that (False); returns the verdict and ``[(seed, result)]`` of the runs made."""
-    done: list[tuple[int, dict]] = []
-    for i, seed in enumerate(seeds):
-        solved = sum(r["solved_at"] is not None for _, r in done)
-        if solved >= required or solved + len(seeds) - i < required:
-            break
-        done.append((seed, run(seed)))
-    return sum(r["solved_at"] is not None for _, r in done) >= required, done
 
 
 def learning_protocol(learning, config_evaluation):
@@ -119,13 +110,11 @@ def test_learns(path, backend, record_property):
                                         f"evaluations (steps, 10-episode mean, 100-episode mean): {result['history']}")
         return result
 
-    passed, runs = run_seeds(learning.seeds, learning.required, run)
-    assert passed, (
-        f"{spec.name} [{backend}]: {sum(r['solved_at'] is not None for _, r in runs)} of the runs with seeds "
-        f"{[seed for seed, _ in runs]} reached a greedy mean return of {learning.min_return} over "
-        f"{learning.eval_episodes} episodes within {learning.env_steps} env steps; {learning.required} of the "
-        f"seeds {learning.seeds} must. Evaluations (steps, 10-episode mean, 100-episode mean): "
-        + "; ".join(f"seed {seed}: {r['history']}" for seed, r in runs))
+    verdict = learning.criterion.run(run, solved=lambda r: r["solved_at"] is not None)
+    assert verdict.passed, learning.criterion.explain(
+        verdict, f"{spec.name} [{backend}]: a greedy mean return of {learning.min_return} over "
+                 f"{learning.eval_episodes} episodes within {learning.env_steps} env steps",
+        lambda r: f"evaluations (steps, 10-episode mean, 100-episode mean) {r['history']}")
 
 
 @pytest.mark.parametrize("outcomes,required,verdict,ran", [
@@ -137,7 +126,7 @@ def test_learns(path, backend, record_property):
     ([True, False], 2, False, 2),
     ([False, True], 1, True, 2),
 ])
-def test_run_seeds_stops_as_soon_as_the_verdict_is_known(outcomes, required, verdict, ran):
+def test_the_seed_criterion_stops_as_soon_as_the_verdict_is_known(outcomes, required, verdict, ran):
     seeds = list(range(10, 10 + len(outcomes)))
     calls = []
 
@@ -145,13 +134,54 @@ def test_run_seeds_stops_as_soon_as_the_verdict_is_known(outcomes, required, ver
         calls.append(seed)
         return {"solved_at": 100 if outcomes[seed - 10] else None}
 
-    passed, runs = run_seeds(seeds, required, run)
-    assert (passed, calls, [s for s, _ in runs]) == (verdict, seeds[:ran], seeds[:ran])
+    got = SeedCriterion(tuple(seeds), required).run(run, solved=lambda r: r["solved_at"] is not None)
+    assert (got.passed, calls, got.seeds) == (verdict, seeds[:ran], seeds[:ran])
+    assert got.solved == sum(outcomes[:ran])
+
+
+@pytest.mark.parametrize("n,k", [(1, 1), (2, 1), (3, 2), (4, 2), (4, 3), (5, 3), (3, 3)])
+@pytest.mark.parametrize("rate", [0.0, 0.3, 0.85, 0.95, 1.0])
+def test_the_failure_probability_and_expected_runs_are_those_of_every_outcome_sequence(n, k, rate):
+    """Against enumeration: every sequence of n outcomes, weighted by its probability, run by `SeedCriterion.run`."""
+    import itertools
+
+    criterion = SeedCriterion(tuple(range(n)), k)
+    fail = runs = 0.0
+    for outcomes in itertools.product([True, False], repeat=n):
+        weight = rate ** sum(outcomes) * (1 - rate) ** (n - sum(outcomes))
+        got = criterion.run(lambda seed: outcomes[seed], solved=bool)
+        fail += weight * (not got.passed)
+        runs += weight * len(got.runs)
+    assert criterion.failure_probability(rate) == pytest.approx(fail, abs=1e-12)
+    assert criterion.expected_runs(rate) == pytest.approx(runs, abs=1e-12)
+
+
+@pytest.mark.parametrize("seeds,required", [((), 1), ((1, 1), 1), ((0, 1), 0), ((0, 1), 3)])
+def test_a_seed_criterion_that_cannot_be_met_is_refused(seeds, required):
+    with pytest.raises(ValueError, match="seeds: expected distinct|required: expected 1 to"):
+        SeedCriterion(seeds, required)
+
+
+def test_every_learning_spec_fails_a_correct_agent_rarely_at_its_measured_rate():
+    """Each spec's k of n, at the success rate measured per backend (``learning.measured``), fails a correct
+    agent with probability below 1% (binomial; specs/agents/README.md gives the figures)."""
+    for path in SPECS:
+        learning = load_agent_spec(path).spec.learning
+        if learning is None:
+            continue
+        assert sorted(learning.measured) == sorted(learning.backends), (
+            f"{path.name}: learning.measured must give the measured success rate of every backend in "
+            f"{learning.backends}; it gives {sorted(learning.measured)}")
+        for backend, measured in learning.measured.items():
+            p = learning.criterion.failure_probability(measured.rate)
+            assert p < 0.01, (f"{path.name} [{backend}]: {learning.required} of {len(learning.seeds)} seeds at the "
+                              f"measured rate {measured.solved}/{measured.runs} fails a correct agent with "
+                              f"probability {p:.3f}")
 
 
 def test_min_solved_must_fit_the_seeds(tmp_path):
     spec = (ROOT / "specs" / "agents" / "dqn_cartpole.yaml").read_text()
-    for bad, where in (("min_solved: 4", "learning.min_solved"), ("min_solved: 0", "learning.min_solved"),
+    for bad, where in (("min_solved: 5", "learning.min_solved"), ("min_solved: 0", "learning.min_solved"),
                        ("seeds: [1, 1, 2]", "learning.seeds")):
         key = bad.split(":")[0]
         text = "\n".join(f"  {bad}" if line.strip().startswith(f"{key}:") else line for line in spec.splitlines())

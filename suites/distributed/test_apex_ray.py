@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from harness.execution.actors import InProcessActorExecutor
+from harness.specs.agents import SeedCriterion
 from reference_agents.agents.apex import ApexAgent, ApexDriver
 from reference_agents.training.apex import ApexTrainer
 
@@ -22,6 +23,13 @@ DQN_CARTPOLE = ROOT / "reference_agents" / "configs" / "dqn_cartpole.yaml"
 #: 50k, still rising. The asynchrony of 2 workers, 2 shards and the learner makes each run differ, so the
 #: budget leaves room above the slowest run seen; training stops at the first solved evaluation.
 LEARNING_STEPS = 100_000
+#: The learning criterion: 1 of the seeds 0 and 1, the second run only when the first did not solve. Measured
+#: (issue 44, seeds 0-2, Ray, one process at a time on 2 cores): 3 of 3 solved, at 35k, 37.5k and 7.5k env
+#: steps in 169, 204 and 36 s; every run recorded before solved too (15k-42.5k, and 65k in a loaded CI run).
+#: A run's seed does not fix it on Ray (the asynchrony of workers, shards and learner), so a second seed is
+#: a second chance: at a rate of 0.9 a correct agent fails 1 of 2 with probability 1% (one seed: 10%);
+#: expected runs 1.0-1.1, at most 2.
+LEARNING = SeedCriterion(seeds=(0, 1), required=1)
 
 pytestmark = pytest.mark.distributed
 
@@ -39,9 +47,9 @@ def _check_ledger(driver: ApexDriver) -> dict:
     return ledger
 
 
-def test_apex_learns_cartpole_with_2_workers_and_2_shards(ray_executor, record_property):
-    """Greedy mean return >= 475 over 100 episodes (the config's `EvaluationProtocol`) within 100k env steps."""
-    driver = ApexDriver(APEX_CARTPOLE, ray_executor, workers=2, shards=2)
+def apex_learning_run(executor, seed: int) -> dict:
+    """One Ape-X learning run of apex_cartpole.yaml with ``seed`` (2 workers, 2 shards) on ``executor``."""
+    driver = ApexDriver(APEX_CARTPOLE, executor, workers=2, shards=2, seed=seed)
     trainer = ApexTrainer(driver, None, progress=False)
     start = time.perf_counter()
     try:
@@ -49,12 +57,24 @@ def test_apex_learns_cartpole_with_2_workers_and_2_shards(ray_executor, record_p
         ledger = _check_ledger(driver)
     finally:
         trainer.close()
-    history = [(r["env_steps"], r["screen_return"], r["eval_return"]) for r in result.history]
-    record_property("learning", f"solved at {result.solved_at_step} env steps in {time.perf_counter() - start:.0f} s, "
-                                f"{driver.total_updates} updates; evaluations: {history}; ledger {ledger}")
-    assert result.solved_at_step is not None, (
-        f"Ape-X (2 workers, 2 shards) did not reach a greedy mean of 475 over 100 episodes within "
-        f"{LEARNING_STEPS} env steps: {history}")
+    return {"solved_at": result.solved_at_step, "seconds": time.perf_counter() - start, "ledger": ledger,
+            "updates": driver.total_updates,
+            "history": [(r["env_steps"], r["screen_return"], r["eval_return"]) for r in result.history]}
+
+
+def test_apex_learns_cartpole_with_2_workers_and_2_shards(ray_executor, record_property):
+    """Greedy mean return >= 475 over 100 episodes (the config's `EvaluationProtocol`) within 100k env steps,
+    on `LEARNING`'s seeds (run in order, stopped once the verdict is known)."""
+    def run(seed: int) -> dict:
+        r = apex_learning_run(ray_executor, seed)
+        record_property("learning", f"seed {seed}: solved at {r['solved_at']} env steps in {r['seconds']:.0f} s, "
+                                    f"{r['updates']} updates; evaluations: {r['history']}; ledger {r['ledger']}")
+        return r
+
+    verdict = LEARNING.run(run, solved=lambda r: r["solved_at"] is not None)
+    assert verdict.passed, LEARNING.explain(
+        verdict, f"Ape-X (2 workers, 2 shards) to a greedy mean of 475 over 100 episodes within {LEARNING_STEPS} "
+                 f"env steps", lambda r: f"evaluations {r['history']}")
 
 
 def test_the_same_dqn_config_runs_unchanged_locally_and_on_ray(ray_executor):

@@ -19,6 +19,7 @@ import yaml
 
 from harness.execution.tf_dist import TFActorLearnerExecutor, TFRecordQueue
 from harness.execution.transport import QueueClosed
+from harness.specs.agents import SeedCriterion
 from reference_agents.agents import IMPALAAgent
 from reference_agents.training import Trainer
 from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
@@ -69,18 +70,19 @@ def make_executor(kind, actors):
 
 @pytest.fixture(params=["tf-dist", "ray"])
 def learner(request):
-    """``make(config, actors) -> ActorLearnerWorker`` on the executor; everything closed and checked after."""
+    """``make(config, actors, seed=0) -> ActorLearnerWorker`` on the executor; ``make.finish(worker)`` closes
+    one and checks that nothing of it is left; whatever the test did not finish is finished after it."""
     made = []
     kind = request.param
 
-    def make(cfg, actors=2, **kwargs):
-        agent = IMPALAAgent(cfg, backend="torch", seed=0)
+    def make(cfg, actors=2, seed=0, **kwargs):
+        agent = IMPALAAgent(cfg, backend="torch", seed=seed)
         worker = ActorLearnerWorker(agent, make_executor(kind, actors), **kwargs)
         made.append(worker)
         return worker
 
-    yield make
-    for worker in made:
+    def finish(worker):
+        made.remove(worker)
         ex = worker.executor
         if kind == "tf-dist":
             pids = [p for p in ex.pids() if p is not None] + [ex._server.pid]
@@ -103,16 +105,40 @@ def learner(request):
                 left = ray_session_processes(session)
             assert not left, f"Ray processes outlived the executor: {left}"
 
+    make.finish = finish
+    yield make
+    for worker in list(made):
+        finish(worker)
+
+
+#: The learning criterion: the config's definition of solved within 400k env steps (2 actor processes) on 1 of
+#: the seeds 0 and 1, the second run only when the first did not solve. Measured (issue 44, seeds 0-2 each):
+#: distributed TF 3 of 3 solved at 110k-240k env steps in 26-51 s, Ray 3 of 3 at 50k-280k in 12-37 s. The actors'
+#: timing makes each run differ, so a second seed is a second chance: at a rate of 0.9 a correct agent fails
+#: 1 of 2 with probability 1% (one seed: 10%); expected runs 1.0-1.1, at most 2. ``max_seconds`` (170) bounds
+#: a hung run.
+LEARNING = SeedCriterion(seeds=(0, 1), required=1)
+LEARNING_STEPS = 400_000
+
 
 def test_impala_learns_cartpole(learner, record_property):
-    worker = learner(config(), actors=2)
-    trainer = Trainer(worker.agent, worker=worker, progress=False, max_seconds=170)
-    start = time.perf_counter()
-    result = trainer.train(400_000)
-    record_property("learning", f"solved at {result.solved_at_step} env steps in {time.perf_counter() - start:.0f} s "
-                                f"(2 actor processes); rollouts per actor {dict(worker.received)}")
-    assert result.solved_at_step is not None, [(r["env_steps"], r["screen_return"]) for r in result.history]
-    assert sum(worker.received.values()) * 20 * 16 == worker.total_steps
+    def run(seed: int) -> dict:
+        worker = learner(config(), actors=2, seed=seed)
+        start = time.perf_counter()
+        try:
+            result = Trainer(worker.agent, worker=worker, progress=False, max_seconds=170).train(LEARNING_STEPS)
+            record_property("learning", f"seed {seed}: solved at {result.solved_at_step} env steps in "
+                                        f"{time.perf_counter() - start:.0f} s (2 actor processes); rollouts per "
+                                        f"actor {dict(worker.received)}")
+            assert sum(worker.received.values()) * 20 * 16 == worker.total_steps
+        finally:
+            learner.finish(worker)
+        return result
+
+    verdict = LEARNING.run(run, solved=lambda r: r.solved_at_step is not None)
+    assert verdict.passed, LEARNING.explain(
+        verdict, f"IMPALA (2 actor processes) within {LEARNING_STEPS} env steps",
+        lambda r: f"stopped by {r.stop_reason}; evaluations {[(h['env_steps'], h['screen_return']) for h in r.history]}")
 
 
 def test_a_killed_actor_is_restarted_and_rollouts_arrive_once_in_order(learner, capsys):

@@ -27,7 +27,7 @@ declare_format(FORMAT, 1, "a spacegraph model file")
 
 __all__ = ["BadFileError", "FORMAT", "FormatVersionError", "META_KEY", "READ_ERRORS", "atomic_file", "check_out_dir",
            "describe_read_error", "export_model", "fields", "import_model", "npz_members", "read_json", "read_npz",
-           "verify_npz"]
+           "verify_npz", "write_stamped_npz"]
 
 
 #: Everything reading a damaged file can raise: zipfile (a truncated or flipped archive, an unknown compression
@@ -325,8 +325,14 @@ def export_model(executor: "GraphExecutor", path: str) -> str:
         "input_spaces": {a: repr(s) for api in executor.apis.values() for a, s in api.arg_spaces.items()},
         "variables": {k: [list(v.shape), v.dtype.name] for k, v in weights.items()},
     })
+    return write_stamped_npz(path, meta, {f"w:{k}": v for k, v in weights.items()}, META_KEY)
+
+
+def write_stamped_npz(path: str, meta: dict[str, Any], arrays: dict[str, np.ndarray], meta_key: str) -> str:
+    """Writes ``arrays`` and the JSON ``meta`` (already `stamp`-ed) as the member ``meta_key`` of an ``.npz`` at
+    ``path``, atomically (`atomic_file`: an error never leaves half a file). Returns the path."""
     with atomic_file(path, suffix=".npz") as fh:
-        np.savez(fh, **{META_KEY: np.array(json.dumps(meta))}, **{f"w:{k}": v for k, v in weights.items()})
+        np.savez(fh, **{meta_key: np.array(json.dumps(meta))}, **arrays)
     return path
 
 

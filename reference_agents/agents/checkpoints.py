@@ -6,15 +6,16 @@ checkpoint was saved with. Each agent's own save/restore lives in its folder
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 import numpy as np
 
 from harness.execution.formats import stamp
-from harness.execution.serialization import BadFileError, atomic_file, fields, read_npz
+from harness.execution.serialization import BadFileError, atomic_file, fields, read_npz, write_stamped_npz
 
+#: The member of an agent ``.npz`` (state file, model export, shard snapshot) holding its JSON metadata.
+META_MEMBER = "__meta__"
 CHECKPOINT_WEIGHTS = "agent_variables.npz"
 CHECKPOINT_STATE = "agent_state.npz"
 CHECKPOINT_REPLAY = "agent_replay.npz"
@@ -57,8 +58,7 @@ def write_meta_npz(path: str, meta: dict[str, Any], arrays: dict[str, np.ndarray
     if not isinstance(meta.get("format"), str):
         raise ValueError(f"write_meta_npz: meta needs a 'format' string; got keys {sorted(meta)}")
     stamped = stamp(meta["format"], {k: v for k, v in meta.items() if k != "format"})
-    atomic_savez(path, {"__meta__": np.array(json.dumps(stamped)), **(arrays or {})})
-    return path
+    return write_stamped_npz(path, stamped, arrays or {}, META_MEMBER)
 
 
 def write_agent_state(directory: str, meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> str:
@@ -74,7 +74,7 @@ def read_agent_state(directory: str, formats: str | tuple[str, ...] | None = Non
     """The metadata and arrays of a checkpoint's ``agent_state.npz``, at the current version of its format (an
     older one migrated; `read_npz`: `BadFileError` naming it, also for a format version not read here)."""
     return read_npz(os.path.join(directory, CHECKPOINT_STATE), "an agent checkpoint's state file",
-                    meta_key="__meta__", formats=formats)
+                    meta_key=META_MEMBER, formats=formats)
 
 
 def export_agent_model(agent: Any, path: str | os.PathLike, model_format: str) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 from harness.execution.formats import declare_format
 from harness.execution.serialization import BadFileError, read_npz
 from reference_agents.agents.apex.transport import unpack_records
-from reference_agents.agents.checkpoints import write_meta_npz
+from reference_agents.agents.checkpoints import META_MEMBER, write_meta_npz
 from reference_agents.components.memories import HostFrameReplay
 from reference_agents.components.memories.host_frame_replay import HostSumMinTrees
 
@@ -231,7 +231,7 @@ class ReplayShard:
         """
         where = f"ReplayShard {self.name!r}: cannot read the snapshot"
         try:
-            _, state = read_npz(path, "a replay shard snapshot", meta_key="__meta__", formats=SNAPSHOT_FORMAT,
+            _, state = read_npz(path, "a replay shard snapshot", meta_key=META_MEMBER, formats=SNAPSHOT_FORMAT,
                                 required=("tags", "added", "sampled"), assume_format=SNAPSHOT_FORMAT)
         except BadFileError as exc:
             raise exc.within(where) from None

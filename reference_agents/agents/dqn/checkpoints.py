@@ -11,7 +11,7 @@ import numpy as np
 from harness.execution.formats import declare_format
 from harness.execution.serialization import BadFileError, fields, read_npz
 from reference_agents.agents.checkpoints import (CHECKPOINT_REPLAY, CHECKPOINT_STATE, CHECKPOINT_WEIGHTS,
-                                                 atomic_savez, build_saved_agent, export_agent_model,
+                                                 META_MEMBER, atomic_savez, build_saved_agent, export_agent_model,
                                                  read_agent_state, write_agent_state)
 from reference_agents.components.helpers import NStepAccumulator
 
@@ -39,7 +39,7 @@ class CheckpointMixin:
         path = os.fspath(path)
         where = f"{type(self).__name__}.import_model"
         try:
-            meta, arrays = read_npz(path, "a DQN model file", meta_key="__meta__", formats=MODEL_FORMAT)
+            meta, arrays = read_npz(path, "a DQN model file", meta_key=META_MEMBER, formats=MODEL_FORMAT)
         except BadFileError as exc:
             raise exc.within(where) from None
         if meta.get("num_actions") != self.num_actions or meta.get("state_space") != repr(self.state_space):

@@ -13,7 +13,7 @@ from harness.execution.serialization import BadFileError, read_npz
 from harness.execution.strategies import make_strategy
 from harness.graph.errors import SpacegraphError
 from harness.spaces import Space
-from reference_agents.agents.checkpoints import export_agent_model
+from reference_agents.agents.checkpoints import META_MEMBER, export_agent_model
 from reference_agents.agents.config import ConfigError, discrete_env_spaces
 from reference_agents.agents.impala.checkpoints import CHECKPOINT_FORMAT, MODEL_FORMAT, IMPALACheckpointMixin
 from reference_agents.agents.impala.config import IMPALAConfig, load_impala_config
@@ -319,7 +319,7 @@ class IMPALAAgent(IMPALACheckpointMixin):
         """
         path = os.fspath(path)
         try:
-            _, arrays = read_npz(path, "an IMPALA model file", meta_key="__meta__", formats=MODEL_FORMAT)
+            _, arrays = read_npz(path, "an IMPALA model file", meta_key=META_MEMBER, formats=MODEL_FORMAT)
         except BadFileError as exc:
             raise exc.within("IMPALAAgent.import_model") from None
         try:

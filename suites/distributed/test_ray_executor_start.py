@@ -40,7 +40,9 @@ def test_a_node_that_times_out_during_startup_is_started_again(monkeypatch, erro
     finally:
         executor.shutdown()
         assert not rx.wait_session_gone(executor.session_dir)
-    assert calls == ["local", "local"]
+    # The injected timeout is followed by a real start; under the marked suite's load on 2 cores that real
+    # start can itself time out once (seen in CI), and `init_local_ray` tries 3 times in all.
+    assert calls[:2] == ["local", "local"] and calls == ["local"] * len(calls) and len(calls) <= 3
 
 
 def test_other_start_errors_are_not_retried(monkeypatch):

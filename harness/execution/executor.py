@@ -143,7 +143,8 @@ class GraphExecutor:
             self._replay_chains: dict[str, Callable] = {}
             on_host: set[int] = set()
             for name, trace in assembly.traces.items():
-                chain, source = traced.get(name) or build_chain(trace, builder.step_fns, builder.host_fns)
+                chain, source = traced.get(name) or build_chain(
+                    *self.strategy.schedule(trace, builder.step_fns, self.backend.name), builder.host_fns)
                 hosted = host_steps_of(trace, None if name in traced else builder.host_fns)
                 on_host |= hosted
                 if self._replays(name, trace):

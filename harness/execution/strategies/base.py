@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from harness.graph.component import Component
 
 
@@ -22,3 +24,9 @@ class DeviceStrategy:
     def tower_of(self, component: Component) -> str | None:
         """The device tower ``component`` belongs to after `expand` (for the graph view), or None."""
         return None
+
+    def schedule(self, trace: Any, step_fns: dict[int, Callable], backend_name: str) -> tuple[Any, dict[int, Callable]]:
+        """The trace (`harness.graph.assembly.ApiTrace`) and step functions the executor builds a root API
+        method's call chain from: ``(trace, step_fns)`` as they are, or a strategy's rewrite of them (the
+        concurrent towers of `SyncReplicas`)."""
+        return trace, step_fns

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 import optree
 
+from harness.execution.strategies import concurrent_towers
 from harness.execution.strategies.base import DeviceStrategy
 from harness.graph import Component, api, graph_fn
 from harness.spaces import FloatBox, Space
@@ -321,6 +322,9 @@ class SyncReplicas(DeviceStrategy):
         optimizer: the attribute of the root that holds its optimizer.
         reduction: ``"mean"`` when the loss is a batch mean (gradients weighted by shard size, so the step
             equals the single-device step on the whole batch), ``"sum"`` when it is a batch sum.
+        concurrent: run the towers of one call at the same time (PyTorch: a thread per tower; TensorFlow runs
+            them concurrently anyway, see `harness.execution.strategies.concurrent_towers`); False runs them
+            one after another.
 
     Raises:
         ValueError: naming the argument for an empty device list, a non-string device, an unknown
@@ -330,7 +334,7 @@ class SyncReplicas(DeviceStrategy):
     name = "sync-replicas"
 
     def __init__(self, devices: Sequence[str], methods: Sequence[str], optimizer: str = "optimizer",
-                 reduction: str = "mean", host: Sequence[str] = HOST_COMPONENTS) -> None:
+                 reduction: str = "mean", host: Sequence[str] = HOST_COMPONENTS, concurrent: bool = True) -> None:
         if isinstance(devices, str) or not devices or not all(isinstance(d, str) and d for d in devices):
             raise ValueError(f"SyncReplicas: devices must be a non-empty list of device names; got {devices!r}")
         if isinstance(methods, str) or not methods:
@@ -339,6 +343,7 @@ class SyncReplicas(DeviceStrategy):
             raise ValueError(f"SyncReplicas: reduction must be one of {REDUCTIONS}; got {reduction!r}")
         self.devices, self.methods = list(devices), list(methods)
         self.optimizer_attr, self.reduction, self.host = optimizer, reduction, tuple(host)
+        self.concurrent = bool(concurrent)
 
     def expand(self, root: Component) -> Component:
         """Adds towers, sharders, mergers and the broadcast to ``root`` and replicates its update methods."""
@@ -396,6 +401,16 @@ class SyncReplicas(DeviceStrategy):
                                                  component.effective_device() == self.devices[0])):
             return "replica 0"
         return None
+
+    def schedule(self, trace: Any, step_fns: dict[int, Any], backend_name: str) -> tuple[Any, dict[int, Any]]:
+        """A replicated method's towers as one step that runs them concurrently (`concurrent_towers.schedule`;
+        PyTorch only, with ``concurrent``); every other trace as it is."""
+        rep = getattr(getattr(self, "_root", None), "_sync_replicas", None)
+        if not self.concurrent or rep is None or trace.name not in rep.sharders:
+            return trace, step_fns
+        return concurrent_towers.schedule(trace, step_fns, self._root, rep.sharders[trace.name],
+                                          getattr(self._root, self.optimizer_attr).gradient_towers,
+                                          rep.towers, backend_name)
 
     def _sync_class(self, base: type) -> type:
         """The class the root's optimizer takes (one with ``sync_step(weights)``)."""

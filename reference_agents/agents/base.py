@@ -7,6 +7,7 @@ nothing needs to subclass it, and ``isinstance(agent, Agent)`` checks that the m
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -59,3 +60,27 @@ class Agent(Protocol):
     @classmethod
     def load_checkpoint(cls, directory: str, backend: str | None = None) -> "Agent":
         """The agent a checkpoint folder holds, restored (on ``backend`` or the saved one)."""
+
+
+def close_agent(agent: Any) -> None:
+    """Ends what an agent holds outside this process: its ``close()`` when it has one, else its executor's
+    (`GraphExecutor.close` of `DQNAgent`, `IMPALAAgent`: the replica processes of an ``execution.strategy`` in
+    mode ``processes``). Idempotent; an agent with neither (a user's: the `Agent` protocol does not ask for one)
+    is left as it is."""
+    close = getattr(agent, "close", None)
+    if not callable(close):
+        close = getattr(getattr(agent, "executor", None), "close", None)
+    if callable(close):
+        close()
+
+
+def acting_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a config dict for an agent that only acts (an IMPALA actor, an Ape-X worker): its
+    ``execution.strategy`` is ``local``, since replicas of the update are the learner's alone (an actor that kept a
+    ``processes`` strategy would start replica processes of its own)."""
+    config = copy.deepcopy(config)
+    execution = dict(config.get("execution") or {})
+    execution["strategy"] = "local"
+    execution.pop("devices", None)
+    config["execution"] = execution
+    return config

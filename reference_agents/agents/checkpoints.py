@@ -7,7 +7,7 @@ checkpoint was saved with. Each agent's own save/restore lives in its folder
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -27,23 +27,36 @@ def atomic_savez(path: str, arrays: dict[str, np.ndarray]) -> None:
         np.savez(fh, **arrays)
 
 
-def build_saved_agent(cls: type, directory: str, backend: str | None) -> Any:
+def build_saved_agent(cls: type, directory: str, backend: str | None,
+                      config_changes: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Any:
     """``cls`` built from the config and spaces saved in ``directory`` (on ``backend`` or the saved one), restored.
+
+    Args:
+        config_changes: ``fn(saved config) -> config`` the agent is built from instead (a resume with another
+            ``execution.strategy``: `reference_agents.training.replicas.with_replicas`).
 
     Raises:
         BadFileError: naming the checkpoint file that is missing, damaged or does not fit (a saved config that
-            does not check names ``agent_state.npz``).
+            does not check names ``agent_state.npz``); the agent built is closed then (`close_agent`: no replica
+            process is left).
     """
+    from reference_agents.agents.base import close_agent
     from reference_agents.agents.config import ConfigError
 
     where = f"{cls.__name__}.load_checkpoint"
     config, saved_backend, state_space, action_space = saved_agent(directory, where)
+    if config_changes is not None:
+        config = config_changes(config)
     try:
         agent = cls(config, backend=backend or saved_backend, state_space=state_space, action_space=action_space)
     except ConfigError as exc:
         raise BadFileError(os.path.join(directory, CHECKPOINT_STATE), f"holds a config that does not check: {exc}",
                            f"{where}: {directory} holds no readable agent checkpoint") from None
-    agent.restore(directory)
+    try:
+        agent.restore(directory)
+    except BaseException:
+        close_agent(agent)
+        raise
     return agent
 
 

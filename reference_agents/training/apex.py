@@ -16,6 +16,7 @@ from reference_agents.agents.config import ConfigError
 
 from .checkpoints import (
     WORKER_STATE, checkpoint_dirs, checkpoint_trainer_state, checkpoint_worker_state, load_newest, saved_settings)
+from .replicas import replica_strategy, with_replicas
 from .scalars import apex_scalars
 from .trainer import Trainer
 
@@ -97,7 +98,8 @@ class ApexTrainer(Trainer):
 
     @classmethod
     def resume(cls, directory: str | os.PathLike, executor: ActorExecutor | None = None,  # type: ignore[override]
-               backend: str | None = None, workers: int | None = None, **kwargs: Any) -> "ApexTrainer":
+               backend: str | None = None, workers: int | None = None, replicas: int | None = None,
+               replica_mode: str | None = None, **kwargs: Any) -> "ApexTrainer":
         """An `ApexTrainer` continuing the Ape-X run in ``directory``: the learner (weights, optimizer state,
         counters), the driver's counters and ledger, and each shard from its snapshot.
 
@@ -106,6 +108,9 @@ class ApexTrainer(Trainer):
             executor: where the actors run (required).
             backend: rebuild on this backend (default: the saved one).
             workers: another number of workers (the shards stay as saved).
+            replicas: the learner's update on this many replicas (`with_replicas` on the saved config; None: the
+                saved strategy).
+            replica_mode: ``processes`` or ``towers`` with ``replicas`` (None: the saved config's, else processes).
             **kwargs: `Trainer` arguments overriding the saved settings.
 
         When a file of the newest checkpoint is missing or damaged, the run continues from ``checkpoint.old``
@@ -118,6 +123,10 @@ class ApexTrainer(Trainer):
         directory = os.fspath(directory)
         if executor is None:
             raise ValueError("ApexTrainer.resume: give the executor the actors run on")
+        if replicas is None and replica_mode is not None:
+            raise ValueError("--replica-mode needs --replicas N")
+        if replicas is not None:
+            replica_strategy({}, replicas, replica_mode)  # the flags checked before a checkpoint is read
 
         def load(ckpt: str) -> tuple[dict[str, Any], ApexDriver]:
             apex_path = os.path.join(ckpt, APEX_STATE)
@@ -129,8 +138,9 @@ class ApexTrainer(Trainer):
                 verify_npz(os.path.join(ckpt, SHARDS_DIR, SHARD_FILE.format(j)))
             if not isinstance(saved.get("config"), dict):
                 raise BadFileError(apex_path, "is not an Ape-X checkpoint state: it holds no config")
+            config = saved["config"] if replicas is None else with_replicas(saved["config"], replicas, replica_mode)
             try:
-                driver = ApexDriver(saved["config"], executor, backend=backend, workers=workers)
+                driver = ApexDriver(config, executor, backend=backend, workers=workers)
             except ConfigError as exc:
                 raise BadFileError(apex_path, f"holds a config that does not check: {exc}") from None
             try:
@@ -145,12 +155,17 @@ class ApexTrainer(Trainer):
             return state, driver
 
         ckpt, (state, driver), fell_back = load_newest(directory, load, "ApexTrainer.resume", kwargs.get("stream"))
-        driver.start()
-        driver.load_shards(os.path.abspath(os.path.join(ckpt, SHARDS_DIR)))
-        trainer = cls(driver, None, **saved_settings(state, kwargs))
-        trainer._restore_progress(directory, ckpt, state, driver.total_steps, fell_back)
+        try:
+            driver.start()
+            driver.load_shards(os.path.abspath(os.path.join(ckpt, SHARDS_DIR)))
+            trainer = cls(driver, None, **saved_settings(state, kwargs))
+            trainer._restore_progress(directory, ckpt, state, driver.total_steps, fell_back)
+        except BaseException:
+            driver.close()  # (the learner's threads and replica processes; the executor is the caller's)
+            raise
         return trainer
 
     def close(self) -> None:
-        """Stops the driver's learner threads (the executor is the caller's to shut down)."""
+        """Stops the driver's learner threads and ends the learner's replica processes (the executor is the
+        caller's to shut down)."""
         self.driver.close()

@@ -16,6 +16,7 @@ from typing import Any, Callable, TextIO, TypeVar
 from harness.execution.formats import declare_format
 from harness.execution.serialization import (READ_ERRORS, BadFileError, FormatVersionError, check_out_dir, fields,
                                              read_json)
+from reference_agents.agents.base import close_agent
 from reference_agents.workers import VectorEnvWorker
 
 from .evaluation import EvaluationProtocol
@@ -81,7 +82,8 @@ def read_trainer_state(directory: str | os.PathLike) -> dict[str, Any]:
 #: The types of a trainer state's keys (each may also be null).
 _TRAINER_STATE_TYPES = {"total_steps_target": int, "wall_seconds": float, "train_seconds": float,
                         "solved_at_step": int, "backend": str, "eval_every": int, "eval_episodes": int,
-                        "eval_envs": int, "target_return": float, "checkpoint_every": int, "evaluation": dict}
+                        "eval_envs": int, "target_return": float, "checkpoint_every": int, "evaluation": dict,
+                        "strategy": dict}
 
 
 def checkpoint_trainer_state(ckpt: str) -> dict[str, Any]:
@@ -319,13 +321,20 @@ def load_run(directory: str, backend: str | None, agent_loader: Callable[[str, s
 
     ckpt, (state, worker_state, agent), fell_back = load_newest(directory, load, "Trainer.resume", stream)
     settings = saved_settings(state, kwargs)
-    if "worker" in settings:
-        raise ValueError("Trainer.resume: the worker is made for the restored agent; do not pass one")
-    worker = (worker_factory or VectorEnvWorker.for_agent)(agent)
+    try:
+        if "worker" in settings:
+            raise ValueError("Trainer.resume: the worker is made for the restored agent; do not pass one")
+        worker = (worker_factory or VectorEnvWorker.for_agent)(agent)
+    except BaseException:
+        close_agent(agent)  # (its replica processes are not left running)
+        raise
     try:
         restore_worker(ckpt, worker, worker_state, agent)
     except BaseException:
-        getattr(worker, "close", lambda: None)()  # (a distributed worker's actors are not left running)
+        try:
+            getattr(worker, "close", lambda: None)()  # (a distributed worker's actors are not left running)
+        finally:
+            close_agent(agent)
         raise
     return ckpt, state, agent, worker, settings, fell_back
 

@@ -26,6 +26,8 @@ class TrainResult:
         stop_reason: ``"steps"``, ``"target_return"``, ``"max_seconds"``, ``"callback"`` or ``"interrupted"``.
         out_dir: the run directory (None without one).
         checkpoint: the checkpoint directory written last (None if none was written).
+        strategy: the strategy the agent's update ran with (`strategy_record`: ``{"type", "mode", "replicas",
+            "backend", "devices"}``; None for an agent without an executor).
     """
 
     history: list[dict[str, Any]]
@@ -39,6 +41,7 @@ class TrainResult:
     stop_reason: str
     out_dir: str | None = None
     checkpoint: str | None = None
+    strategy: dict[str, Any] | None = None
 
     @property
     def final_eval_return(self) -> float:

@@ -9,10 +9,12 @@ import time
 from typing import Any, Callable, Self
 
 from harness.execution.formats import stamp
+from reference_agents.agents.base import close_agent
 
 from .checkpoints import TRAINER_STATE_FORMAT, load_run, write_checkpoint
 from .files import (LEARNING_CURVE, METRIC_COLUMNS, append_episodes, append_metric_row, json_scalar,
                     plot_learning_curve, rewrite_run_files)
+from .replicas import replicas_loader, strategy_record
 
 
 class RunDirectory:
@@ -58,8 +60,9 @@ class RunDirectory:
 
     # ---- checkpoints ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The trainer's own state: counters, settings and metric history (JSON-safe), stamped with its format,
-        format version and the spacegraph version (`harness.execution.formats.stamp`)."""
+        """The trainer's own state: counters, settings, metric history and the strategy the agent's update ran
+        with (`strategy_record`), JSON-safe, stamped with its format, format version and the spacegraph version
+        (`harness.execution.formats.stamp`)."""
         state = {"backend": self.agent.backend,
                  "total_steps_target": self.total_steps_target,
                  "wall_seconds": self.wall_seconds, "train_seconds": self.train_seconds,
@@ -67,6 +70,7 @@ class RunDirectory:
                  "eval_every": self.eval_every, "eval_episodes": self.eval_episodes, "eval_envs": self.eval_envs,
                  "target_return": self.target_return, "checkpoint_every": self.checkpoint_every,
                  "agent_timesteps": int(self.agent.timesteps), "saved_at": time.time(),
+                 "strategy": strategy_record(self.agent),
                  "history": [{k: json_scalar(r.get(k)) for k in METRIC_COLUMNS} for r in self.history]}
         return stamp(TRAINER_STATE_FORMAT, state)
 
@@ -98,7 +102,8 @@ class RunDirectory:
     @classmethod
     def resume(cls, directory: str | os.PathLike, backend: str | None = None,
                agent_loader: Callable[[str, str | None], Any] | None = None,
-               worker_factory: Callable[[Any], Any] | None = None, **kwargs: Any) -> Self:
+               worker_factory: Callable[[Any], Any] | None = None, replicas: int | None = None,
+               replica_mode: str | None = None, **kwargs: Any) -> Self:
         """A trainer continuing the run in ``directory`` from its checkpoint.
 
         The agent is rebuilt from the checkpoint (replay, optimizer state and counters included),
@@ -114,17 +119,36 @@ class RunDirectory:
             agent_loader: ``fn(checkpoint_dir, backend) -> agent`` (default ``reference_agents.agents.load_checkpoint``: DQN or IMPALA by the checkpoint's format).
             worker_factory: ``fn(agent) -> worker`` for the restored agent (default `VectorEnvWorker.for_agent`;
                 an actor-learner run passes its `ActorLearnerWorker`).
+            replicas: rebuild the agent with this many replicas of its update (``spacegraph train --resume DIR
+                --replicas N``: `with_replicas` rewrites the saved config's ``execution.strategy``; None: the
+                strategy the run was saved with, which starts its replica processes again).
+            replica_mode: ``processes`` or ``towers`` with ``replicas`` (None: the saved config's, else processes).
             **kwargs: `Trainer` arguments overriding the saved settings.
 
         Raises:
             BadFileError: (a ValueError) naming the damaged files when no checkpoint loads.
-            ValueError: naming the directory and what is missing or inconsistent.
+            ValueError: naming the directory and what is missing or inconsistent, or ``--replicas`` /
+                ``--replica-mode`` for a bad value. Nothing is left running after an error (the agent's replica
+                processes, the worker's actors).
         """
         directory = os.fspath(directory)
+        if replicas is not None:
+            if agent_loader is not None:
+                raise ValueError("Trainer.resume: give replicas or agent_loader, not both")
+            agent_loader = replicas_loader(replicas, replica_mode)
+        elif replica_mode is not None:
+            raise ValueError("--replica-mode needs --replicas N")
         ckpt, state, agent, worker, settings, fell_back = load_run(directory, backend, agent_loader, kwargs,
                                                                    worker_factory, kwargs.get("stream"))
-        trainer = cls(agent, None, worker=worker, **settings)
-        trainer._restore_progress(directory, ckpt, state, worker.total_steps, fell_back)
+        try:
+            trainer = cls(agent, None, worker=worker, **settings)
+            trainer._restore_progress(directory, ckpt, state, worker.total_steps, fell_back)
+        except BaseException:
+            try:
+                getattr(worker, "close", lambda: None)()
+            finally:
+                close_agent(agent)
+            raise
         return trainer
 
     def _restore_progress(self, directory: str, ckpt: str, state: dict[str, Any], steps: int,

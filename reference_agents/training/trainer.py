@@ -12,13 +12,14 @@ from typing import Any, Callable, TextIO
 
 import numpy as np
 
-from reference_agents.agents.base import Agent
+from reference_agents.agents.base import Agent, close_agent
 from reference_agents.workers import VectorEnvWorker, Worker, WorkerStats
 
 from .checkpoints import make_run_dir
 from .evaluation import EvaluationProtocol, evaluate_worker
 from .files import format_number
 from .progress import ProgressBar
+from .replicas import strategy_record
 from .result import TrainResult
 from .run_dir import RunDirectory
 from .scalars import RunScalars
@@ -226,7 +227,7 @@ class Trainer(RunDirectory):
         w = self.worker
         return TrainResult(list(self.history), self.solved_at_step, w.total_steps, w.total_frames, len(w.episodes),
                            time.perf_counter() - self._call_start, self.wall_seconds, self.train_seconds,
-                           stop_reason, self.out_dir, self.last_checkpoint)
+                           stop_reason, self.out_dir, self.last_checkpoint, strategy_record(self.agent))
 
     def train(self, steps: int | None = None) -> TrainResult:
         """Trains until the worker has taken ``steps`` env steps in all (resumed runs included).
@@ -319,6 +320,17 @@ class Trainer(RunDirectory):
                 self._bar.close()
                 self._bar = None
 
+    def close(self) -> None:
+        """Ends what the run holds outside this process: the worker's environments (and a distributed worker's
+        actors) and the agent's replica processes (`close_agent`). Idempotent; the caller that made the trainer
+        calls it when the run ends, fails or is interrupted (``spacegraph train`` does)."""
+        try:
+            close = getattr(self.worker, "close", None)
+            if callable(close):
+                close()
+        finally:
+            close_agent(self.agent)
+
 
 def train(config: Any, steps: int, backend: str | None = None, seed: int | None = None,
           out_dir: str | os.PathLike | None = None, **trainer_kwargs: Any) -> TrainResult:
@@ -331,4 +343,12 @@ def train(config: Any, steps: int, backend: str | None = None, seed: int | None 
     from reference_agents.agents import build_agent
 
     agent = build_agent(config, backend=backend, seed=seed)
-    return Trainer(agent, out_dir, **trainer_kwargs).train(steps)
+    try:
+        trainer = Trainer(agent, out_dir, **trainer_kwargs)
+    except BaseException:
+        close_agent(agent)
+        raise
+    try:
+        return trainer.train(steps)
+    finally:
+        trainer.close()

@@ -13,6 +13,8 @@ from spacegraph.arguments import finite_float, positive_float, positive_int
 from spacegraph.logs import VERBOSE_HELP
 from spacegraph.train.common import DEFAULT_TRAIN_STEPS, fail, out_dir_problem, trainer_options
 
+#: The agents whose update ``--replicas`` replicates (Ape-X's: its learner's).
+REPLICATED = ("dqn", "impala", "apex")
 #: The flags only IMPALA's distributed executors take.
 IMPALA_ONLY = ("cluster_spec", "publish_every", "serve", "token_file", "tls_cert", "tls_key", "actors")
 
@@ -85,7 +87,21 @@ def cmd_train(args: argparse.Namespace) -> int:
                     "apex.publish_every learner updates)")
     if kind == "dqn" and args.executor is not None:
         kind = "apex"  # Ape-X over a DQN config: its workers and shards on the executor
+    problem = replicas_problem(args, kind)
+    if problem:
+        return fail(problem)
     return train_command(kind)(args, trainer_options(args))
+
+
+def replicas_problem(args: argparse.Namespace, kind: str) -> str | None:
+    """What is wrong with ``--replicas`` / ``--replica-mode`` for agents of registry ``kind`` (None: fine)."""
+    if args.replica_mode is not None and args.replicas is None:
+        return (f"--replica-mode {args.replica_mode} needs --replicas N (the replicas of the update; a config "
+                f"sets both in execution.strategy)")
+    if args.replicas is not None and kind not in REPLICATED:
+        return (f"--replicas is for the built-in agents' updates ({', '.join(REPLICATED)}); agent {kind!r} "
+                f"chooses its own execution")
+    return None
 
 
 def add_train_parser(sub: Any) -> argparse.ArgumentParser:
@@ -121,6 +137,14 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
     train.add_argument("--checkpoint-every", type=positive_int, help="also checkpoint every N env steps")
     train.add_argument("--max-seconds", type=positive_float, help="stop after this many seconds of training")
     train.add_argument("--threads", type=positive_int, default=1, help="framework threads (default 1)")
+    train.add_argument("--replicas", type=positive_int, metavar="N",
+                       help="run the update (DQN's, the IMPALA learner's, the Ape-X learner's) on N synchronous "
+                            "replicas: execution.strategy {type: sync-replicas, replicas: N, mode: ...}; each "
+                            "batch is split N ways and the gradients all-reduced. 1: local. With --resume: "
+                            "replaces the run's saved strategy (default: keep it)")
+    train.add_argument("--replica-mode", choices=["processes", "towers"],
+                       help="with --replicas: one replica per process (processes; default unless the config says "
+                            "towers) or towers in this process (towers)")
     train.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
     train.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is not "
                                                                "a terminal")

@@ -1,5 +1,6 @@
 """What every ``spacegraph train`` path shares: the default step count, the error exit, the `Trainer` options
-from the flags, the config and ``--out`` checks, the summary table and the Ctrl-C message."""
+from the flags, the config and ``--out`` checks, the agent of a new run (``--replicas`` applied), the summary
+table and the Ctrl-C message."""
 
 from __future__ import annotations
 
@@ -47,6 +48,36 @@ def print_interrupted(trainer: Any, resume_flags: str = "") -> None:
               file=sys.stderr)
 
 
+def replica_failure(exc: BaseException) -> BaseException | None:
+    """The `ReplicaFailure` (a replica process of the update died) that ``exc`` is or was raised from (an Ape-X
+    learner thread's error is raised again by the driver), else None."""
+    from harness.execution import strategies
+
+    failure_type = getattr(strategies, "ReplicaFailure", ())  # (a harness without processes mode has none)
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, failure_type):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def replica_failure_exit(trainer: Any, failure: BaseException, resume_flags: str = "") -> int:
+    """Says that a replica process died and the run stopped (the message names the replica, its pid, how it
+    ended and the method), where the last checkpoint is and the command that resumes from it; returns 1, the
+    exit status of a run that failed (2 is for usage errors)."""
+    out = trainer.out_dir
+    if trainer.last_checkpoint:
+        then = (f"the last checkpoint, {trainer.last_checkpoint}, is kept; continue from it (with the run's "
+                f"replicas again) with: spacegraph train --resume {out}{resume_flags}")
+    else:
+        then = ("no checkpoint was written before it (give --checkpoint-every N to save along the way); "
+                "start the run again")
+    print(f"spacegraph train: the run stopped: {failure}\n  {then}", file=sys.stderr)
+    return 1
+
+
 def nothing_to_train(trainer: Any, steps: int) -> int:
     """Says so when the run is at ``steps`` already; returns the total to train to (never below what it did)."""
     done = trainer.worker.total_steps
@@ -76,7 +107,38 @@ def check_env_config(config, source: str) -> None:
     env.close()
 
 
+def replicas_error(path: str, exc: Any) -> Any:
+    """A `ConfigError` of a config rewritten by ``--replicas`` (a dict), naming the file and, on each
+    ``execution`` key, the flag that set it."""
+    from reference_agents.agents import ConfigError
+
+    return ConfigError(path, [(key, f"{message} (set by --replicas)" if key.startswith("execution") else message)
+                              for key, message in exc.problems])
+
+
+def build_run_agent(path: str, config: Any, args: argparse.Namespace) -> Any:
+    """The agent a new run trains: from the file ``path`` (``config``: it checked, with --backend/--seed), its
+    ``execution.strategy`` rewritten by ``--replicas N [--replica-mode M]`` when given (`with_replicas`).
+
+    Raises:
+        ConfigError: naming ``path`` and the key (and ``--replicas`` on an ``execution`` key).
+        ValueError: naming ``--replicas`` / ``--replica-mode`` for a bad value.
+    """
+    from reference_agents.agents import ConfigError, build_agent
+    from reference_agents.training.replicas import with_replicas
+
+    if args.replicas is None:
+        return build_agent(path, backend=args.backend, seed=args.seed)
+    data = with_replicas(config.model_dump(by_alias=True), args.replicas, args.replica_mode)
+    try:
+        return build_agent(data)
+    except ConfigError as exc:
+        raise replicas_error(path, exc) from None
+
+
 def train_summary(trainer, source: str) -> str:
+    from reference_agents.training.replicas import describe_strategy
+
     result, agent, w = trainer.result, trainer.agent, trainer.worker
     cfg = agent.config
     files = [f for f in ("metrics.csv", "metrics.jsonl", "episodes.csv", "learning_curve.png", "tensorboard",
@@ -110,6 +172,7 @@ def train_summary(trainer, source: str) -> str:
         ("stopped", {"steps": "the step total was reached", "target_return": "solved",
                      "max_seconds": "--max-seconds ran out", "callback": "a callback asked",
                      "interrupted": "Ctrl-C"}[result.stop_reason]),
+        ("update on", describe_strategy(result.strategy)),
         ("files", " ".join(files) or "-"),
     ]
     width = max(len(k) for k, _ in rows)

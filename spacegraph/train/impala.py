@@ -12,8 +12,8 @@ import sys
 from typing import Any, Callable
 
 from spacegraph.serve import ServeOptions, actor_command, ensure_token, serve_options
-from spacegraph.train.common import (DEFAULT_TRAIN_STEPS, default_run_dir, fail, nothing_to_train, print_interrupted,
-                                     train_summary)
+from spacegraph.train.common import (DEFAULT_TRAIN_STEPS, build_run_agent, default_run_dir, fail, nothing_to_train,
+                                     print_interrupted, replica_failure, replica_failure_exit, train_summary)
 
 EXECUTORS = ("local", "tf-dist", "ray", "seed")
 
@@ -63,8 +63,8 @@ def worker_factory(kind: str, actors: int, address: str | None, cluster_spec: st
 
 def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any]) -> int:
     """Runs (or resumes) an IMPALA training; returns the exit status."""
-    from reference_agents.agents import (ConfigError, build_agent, describe_config_path, load_config,
-                                         resolve_config_path)
+    from reference_agents.agents import ConfigError, describe_config_path, load_config, resolve_config_path
+    from reference_agents.agents.base import close_agent
     from reference_agents.training import Trainer, set_framework_threads
 
     kind = args.executor or "local"
@@ -98,7 +98,8 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any]) -> int:
             set_framework_threads(args.backend or "torch", args.threads)
             if serve is not None:
                 ensure_token(serve, args.resume)
-            trainer = Trainer.resume(args.resume, backend=args.backend, worker_factory=factory, **options)
+            trainer = Trainer.resume(args.resume, backend=args.backend, worker_factory=factory,
+                                     replicas=args.replicas, replica_mode=args.replica_mode, **options)
             source = f"the checkpoint in {args.resume}"
             steps = args.steps or trainer.total_steps_target
         else:
@@ -106,12 +107,21 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any]) -> int:
             print(f"spacegraph train: config {describe_config_path(args.config, path)}", file=sys.stderr)
             config, _ = load_config(path, {"backend": args.backend, "seed": args.seed})
             set_framework_threads(config.backend, args.threads)
-            agent = build_agent(path, backend=args.backend, seed=args.seed)
-            out = args.out or default_run_dir(path, agent.backend)
-            if serve is not None:
-                ensure_token(serve, out)
-            worker = factory(agent) if factory is not None else None
-            trainer = Trainer(agent, out, worker=worker, **options)
+            agent = build_run_agent(path, config, args)
+            try:
+                out = args.out or default_run_dir(path, agent.backend)
+                if serve is not None:
+                    ensure_token(serve, out)
+                worker = factory(agent) if factory is not None else None
+                try:
+                    trainer = Trainer(agent, out, worker=worker, **options)
+                except BaseException:
+                    if worker is not None:
+                        worker.close()
+                    raise
+            except BaseException:
+                close_agent(agent)  # (its replica processes)
+                raise
             source = path
             steps = args.steps or DEFAULT_TRAIN_STEPS
         if kind != "local":
@@ -126,7 +136,7 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any]) -> int:
                 print(actor_command(serve, ex.address, actors), file=sys.stderr, flush=True)
     except (ConfigError, ValueError, RuntimeError) as exc:
         if trainer is not None:
-            trainer.worker.close()
+            trainer.close()
         return fail(str(exc))
     try:
         steps = nothing_to_train(trainer, steps)
@@ -137,8 +147,13 @@ def cmd_train_impala(args: argparse.Namespace, options: dict[str, Any]) -> int:
         if trainer.result is not None:
             print(train_summary(trainer, source))
         return 130
+    except RuntimeError as exc:
+        failure = replica_failure(exc)
+        if failure is None:
+            raise
+        return replica_failure_exit(trainer, failure, f" --executor {kind}" if kind != "local" else "")
     finally:
-        trainer.worker.close()
+        trainer.close()  # the actors, the environments and the learner's replica processes
     print(train_summary(trainer, source))
     if kind != "local":
         print("\n".join(distributed_summary(trainer.worker, kind)))

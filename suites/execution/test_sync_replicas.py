@@ -133,9 +133,10 @@ def test_dqn_agent_config_selects_the_strategy():
     with pytest.raises(ConfigError, match="execution"):
         DQNAgent({**base, "execution": {"strategy": "sync-replicas"}}, state_space="float32[4]",
                  action_space="int64[](0,1)")
-    with pytest.raises(ConfigError, match="execution.strategy"):
-        DQNAgent({**base, "execution": {"strategy": "sync-replicas", "devices": ["cpu", "cpu"]}},
-                 state_space="float32[4]", action_space="int64[](0,1)")
+    # replay in the graph under a replicated update: drawn by sample_from_memory, learned by update_from_batch
+    agent = DQNAgent({**base, "execution": {"strategy": "sync-replicas", "devices": ["cpu", "cpu"]}},
+                     state_space="float32[4]", action_space="int64[](0,1)")
+    assert agent.replay.methods == ("insert_records", "memory_size", "sample_from_memory")
 
 
 def test_graph_view_shows_each_component_with_its_replica_and_device():

@@ -33,6 +33,7 @@ from reference_agents.agents.apex.shard import ReplayShard
 from reference_agents.agents.apex.agent import ApexAgent
 from reference_agents.agents.apex.books import ShardBook, ShardBooks
 from reference_agents.agents.apex.worker import ApexWorker
+from reference_agents.agents.base import acting_config, close_agent
 from reference_agents.agents.dqn.replay_stores import BATCH_LAYOUTS
 from reference_agents.components.explorations import apex_epsilons
 from reference_agents.workers import Episode, VectorEnvWorker, WorkerStats
@@ -117,7 +118,7 @@ class ApexDriver(ShardBooks):
         a = cfg.apex
         self.shards = [self.executor.start(f"shard-{j}", ReplayShard, *self._shard_args(j), restarts=a.restarts,
                                            cpus=a.shard_cpus) for j in range(self.num_shards)]
-        whole = cfg.model_dump(by_alias=True)
+        whole = acting_config(cfg.model_dump(by_alias=True))  # workers act: the update's replicas are the learner's
         self.workers = [self.executor.start(f"worker-{i}", ApexWorker, whole, i, float(self.epsilons[i]),
                                             restarts=a.restarts, cpus=a.worker_cpus) for i in range(self.num_workers)]
         infos = [w.call("info") for w in self.workers] + [s.call("ping") for s in self.shards]
@@ -141,16 +142,20 @@ class ApexDriver(ShardBooks):
         self._send_weights()
 
     def close(self) -> None:
-        """Stops the learner threads, closes the evaluation environments and removes the temporary snapshot
-        folder the driver made itself (a ``snapshot_dir`` given to it stays; the executor stays the caller's)."""
-        if self.learner is not None:
-            self.learner.stop()
-        if self._eval_worker is not None:
-            self._eval_worker.close()
-            self._eval_worker = None
-        if self._temporary_snapshot_dir is not None:
-            shutil.rmtree(self._temporary_snapshot_dir, ignore_errors=True)
-            self._temporary_snapshot_dir = None
+        """Stops the learner threads, closes the evaluation environments, ends the learner agent's replica
+        processes (`close_agent`) and removes the temporary snapshot folder the driver made itself (a
+        ``snapshot_dir`` given to it stays; the executor stays the caller's). Idempotent."""
+        try:
+            if self.learner is not None:
+                self.learner.stop()
+            if self._eval_worker is not None:
+                self._eval_worker.close()
+                self._eval_worker = None
+        finally:
+            close_agent(self.agent)
+            if self._temporary_snapshot_dir is not None:
+                shutil.rmtree(self._temporary_snapshot_dir, ignore_errors=True)
+                self._temporary_snapshot_dir = None
 
     # ---- schedules ----------------------------------------------------------------------------------------
     def _due(self, steps: int) -> int:

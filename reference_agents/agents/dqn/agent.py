@@ -68,6 +68,7 @@ class DQNAgent(StagingMixin, CheckpointMixin):
         self.backend = cfg.backend
         self.seed = cfg.seed
         self.gamma, self.n_step = float(cfg.loss.gamma), int(cfg.loss.n_step)
+        self.strategy = self._strategy()
         self.replay = self._make_replay()
         self.graph = self._make_graph()
         self.executor = self._build()
@@ -88,8 +89,10 @@ class DQNAgent(StagingMixin, CheckpointMixin):
     def _make_replay(self) -> Any:
         """The replay: records in the graph, frames in the graph (`FrameReplay`) or host-side."""
         mem = self.config.memory
+        # a replicated update_from_batch learns from replay in the graph by draws (sample_from_memory) it shards
+        sampled = self.strategy.name != "local"
         if mem.type != "frames":
-            return GraphReplay()
+            return GraphReplay(sampled, prioritized=mem.type == "prioritized")
         shape = self.state_space.shape
         if self.state_space.dtype != np.uint8 or len(shape) < 2:
             raise ConfigError(self.config_source, [("memory.type", f"frames needs uint8 frame stacks "
@@ -101,7 +104,8 @@ class DQNAgent(StagingMixin, CheckpointMixin):
                                                     f"in-graph FrameReplay keeps frames uncompressed)")])
         try:
             if mem.form == "graph":
-                return GraphFrameReplay(mem.capacity, shape[:-1], shape[-1], mem.frame_capacity, mem.match_window)
+                return GraphFrameReplay(mem.capacity, shape[:-1], shape[-1], mem.frame_capacity, mem.match_window,
+                                        sampled)
             return HostReplay.for_backend(HostFrameReplay(mem.capacity, shape[:-1], shape[-1], mem.prioritized,
                                                           mem.alpha, mem.beta, mem.epsilon, mem.compression,
                                                           mem.frame_capacity, mem.match_window, seed=self.seed),
@@ -162,8 +166,10 @@ class DQNAgent(StagingMixin, CheckpointMixin):
         states = self.state_space.with_batch_rank()
         spaces = {"states": states, "time_step": "int64[]", "records": self.record_space(),
                   "importance_weights": "float32[B]"}
-        if "update_from_memory" in self.replay.methods:
+        if {"update_from_memory", "sample_from_memory"} & set(self.replay.methods):
             spaces["batch_size"] = "int64[]"
+        if "update_priorities" in self.replay.methods:
+            spaces.update(slots="int64[B]", td_errors="float32[B]")
         if isinstance(self.replay, GraphFrameReplay):
             frame = ",".join(str(d) for d in self.state_space.shape[:-1])
             spaces.update(frame_slots="int64[B]", frames=f"uint8[B,{frame}]", frame_prevs="int64[B]",
@@ -181,20 +187,17 @@ class DQNAgent(StagingMixin, CheckpointMixin):
             # each API method is compiled (tf.function traced) when first used: a training run never
             # pays for the methods it does not call (greedy acting, td_errors, q_values, ...)
             return GraphExecutor(self.graph, spaces, backend=self.backend, seed=self.seed, api_methods=methods,
-                                 compile="first_call", strategy=self._strategy(),
+                                 compile="first_call", strategy=self.strategy,
                                  trace=self.config.execution.trace,
                                  replay=self.config.execution.replay)
         except SpacegraphError as exc:
             raise ConfigError(self.config_source, [("", f"the DQN graph does not build: {exc}")]) from None
 
     def _strategy(self) -> Any:
-        """The executor's device strategy from the config's ``execution`` section (replicates update_from_batch)."""
-        execution = self.config.execution
-        if execution.strategy != "local" and "update_from_memory" in self.replay.methods:
-            raise ConfigError(self.config_source, [("execution.strategy", "sync-replicas shards the batches of "
-                                                    "update_from_batch; this replay samples inside the graph "
-                                                    "(update_from_memory): use memory.type frames with form host")])
-        return make_strategy(execution.model_dump(exclude={"trace"}), ["update_from_batch"], where="execution")
+        """The executor's device strategy from the config's ``execution`` section (replicates update_from_batch;
+        replay in the graph is then learned from by draws, `GraphReplay`'s ``sampled``)."""
+        return make_strategy(self.config.execution.model_dump(exclude={"trace"}), ["update_from_batch"],
+                             where="execution")
 
     # ---- acting ---------------------------------------------------------------------------------
     def _batch(self, states: Any, space: Space, what: str) -> tuple[np.ndarray, bool]:

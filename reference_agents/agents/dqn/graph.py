@@ -181,23 +181,37 @@ class DQNGraph(Component):
         return self.loss.loss(q_values, actions, rewards, terminals, next_target, next_online,
                               importance_weights, discounts)
 
+    def _sample(self, batch_size: Any) -> tuple[Any, Any, Any]:
+        """``(records, importance_weights, slots)`` of ``batch_size`` draws from replay (unit weights and no slots
+        from uniform replay)."""
+        if self.prioritized:
+            records, slots, weights = self.memory.get_records(batch_size)
+            return self._graph_fn_as_records(records), self._graph_fn_as_weights(weights), slots
+        records = self._graph_fn_as_records(self.memory.get_records(batch_size))
+        return records, self._graph_fn_unit_weights(records), None
+
     @api(must_be_complete=False)
     def update_from_memory(self, batch_size: Any) -> Any:
         """One learning step on ``batch_size`` records drawn from replay: ``(loss, grad_norm, td_errors)``."""
-        if self.prioritized:
-            records, slots, weights = self.memory.get_records(batch_size)
-            weights = self._graph_fn_as_weights(weights)
-        else:
-            records = self.memory.get_records(batch_size)
-            weights = None
-        records = self._graph_fn_as_records(records)
-        if weights is None:
-            weights = self._graph_fn_unit_weights(records)
+        records, weights, slots = self._sample(batch_size)
         loss, td_errors = self._loss(records, weights)
         loss, grad_norm = self.optimizer.step(loss)
         if self.prioritized:
             self.memory.update_records(slots, td_errors)
         return loss, grad_norm, td_errors
+
+    @api(must_be_complete=False)
+    def sample_from_memory(self, batch_size: Any) -> Any:
+        """``batch_size`` records drawn from replay for a step outside the graph's own ``update_from_memory`` (a
+        replicated ``update_from_batch``): ``(records, importance_weights, slots)`` from prioritized replay,
+        ``(records, importance_weights)`` (unit weights) from uniform replay."""
+        records, weights, slots = self._sample(batch_size)
+        return (records, weights, slots) if self.prioritized else (records, weights)
+
+    @api(must_be_complete=False)
+    def update_priorities(self, slots: Any, td_errors: Any) -> None:
+        """Sets the priorities of the replay slots ``slots`` from ``td_errors`` (after `sample_from_memory`)."""
+        self.memory.update_records(slots, td_errors)
 
     @api
     def update_from_batch(self, records: Any, importance_weights: Any) -> Any:

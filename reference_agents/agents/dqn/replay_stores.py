@@ -11,9 +11,26 @@ from reference_agents.components.memories import FrameIndex, HostFrameReplay
 
 
 class GraphReplay:
-    """Records replay inside the graph: ``insert_records``, ``memory_size``, ``update_from_memory``."""
+    """Records replay inside the graph: ``insert_records``, ``memory_size``, ``update_from_memory``.
 
-    methods = ("insert_records", "memory_size", "update_from_memory")
+    Args:
+        sampled: learn in three graph calls instead of one: ``sample_from_memory``, ``update_from_batch`` (the
+            method a replicated strategy shards and replicates) and, from prioritized replay,
+            ``update_priorities``.
+        prioritized: the replay samples by priority (its draws have slots whose priorities go back).
+    """
+
+    inserts: tuple[str, ...] = ("insert_records", "memory_size")
+
+    def __init__(self, sampled: bool = False, prioritized: bool = False) -> None:
+        self.sampled, self.prioritized = bool(sampled), bool(prioritized)
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The graph's API methods this replay calls."""
+        if not self.sampled:
+            return (*self.inserts, "update_from_memory")
+        return (*self.inserts, "sample_from_memory", *(("update_priorities",) if self.prioritized else ()))
 
     def insert(self, executor: Any, records: dict[str, np.ndarray]) -> None:
         executor.execute("insert_records", records)
@@ -22,8 +39,15 @@ class GraphReplay:
         return int(executor.execute("memory_size"))
 
     def learn(self, executor: Any, batch_size: int) -> Any:
-        """One ``update_from_memory`` call: sample, learn and write priorities in the graph."""
-        return executor.execute("update_from_memory", np.int64(batch_size))
+        """One ``update_from_memory`` call (sample, learn and write priorities in the graph), or, ``sampled``, the
+        draw, ``update_from_batch`` on it and the new priorities."""
+        if not self.sampled:
+            return executor.execute("update_from_memory", np.int64(batch_size))
+        records, weights, *slots = executor.execute("sample_from_memory", np.int64(batch_size))
+        out = executor.execute("update_from_batch", records, weights)
+        if self.prioritized:
+            executor.execute("update_priorities", slots[0], out[2])
+        return out
 
     def state_dict(self) -> dict[str, np.ndarray]:
         return {}  # the graph's variables hold everything
@@ -35,10 +59,11 @@ class GraphReplay:
 class GraphFrameReplay(GraphReplay):
     """`FrameReplay` in the graph; its `FrameIndex` (slot assignment, chains, validity) host-side."""
 
-    methods = ("insert_frames", "update_from_memory")
+    inserts = ("insert_frames",)
 
     def __init__(self, capacity: int, frame_shape: tuple[int, ...], stack: int, frame_capacity: int | None,
-                 match_window: int) -> None:
+                 match_window: int, sampled: bool = False) -> None:
+        super().__init__(sampled, prioritized=True)  # FrameReplay samples like PrioritizedReplay
         self.index = FrameIndex(capacity, frame_shape, stack, frame_capacity, match_window, owner="FrameReplay")
 
     def insert(self, executor: Any, records: dict[str, np.ndarray]) -> None:

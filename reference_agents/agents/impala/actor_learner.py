@@ -26,6 +26,7 @@ import numpy as np
 
 from harness.execution.transport import OutcomeUnknown, QueueClosed, RecordSpec
 from harness.seeds import derive_seed
+from reference_agents.agents.base import acting_config
 from reference_agents.workers import Episode, VectorEnvWorker, WorkerStats
 
 EPISODE_SPEC: RecordSpec = {"actor": ("int64", ()), "return": ("float64", ()), "length": ("int64", ()),
@@ -169,7 +170,7 @@ class ActorLearnerWorker:
     # ---- actors and the staging thread -----------------------------------------------------------------
     def start(self) -> None:
         """Starts the actors and the staging thread (`run` does it on its first call)."""
-        cfg = self.agent.config.model_dump(by_alias=True)
+        cfg = acting_config(self.agent.config.model_dump(by_alias=True))  # the update's replicas: the learner's
         self.executor.start_actors(impala_actor, cfg, self.agent.backend, self.agent.seed)
         self._stager = threading.Thread(target=self._stage, name="staging", daemon=True)
         self._stager.start()

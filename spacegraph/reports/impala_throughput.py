@@ -1,4 +1,5 @@
-"""IMPALA throughput: env frames/s learned from with 1, 2, 4 actors; ours on distributed TF and on Ray, RLlib's IMPALA.
+"""IMPALA throughput: env frames/s learned from with 1, 2, 4 actors; ours on distributed TF and on Ray (PyTorch and
+TensorFlow compute), RLlib's IMPALA.
 
 Sides, each in its own subprocess, one after the other, for ``seconds`` of measurement after a warm-up:
 
@@ -7,6 +8,8 @@ Sides, each in its own subprocess, one after the other, for ``seconds`` of measu
 * ``ours``: `ActorLearnerWorker` (learner, learning on, PyTorch backend) with a `TFActorLearnerExecutor`
   of ``n`` actor processes (TF servers on 127.0.0.1); frames of the rollouts the learner learned from;
 * ``ours_ray``: the same with a `RayActorLearnerExecutor` (actors as Ray actors, a local Ray instance);
+* ``ours_tf``, ``ours_ray_tf``: ``ours`` and ``ours_ray`` with TensorFlow compute (the learner and every
+  actor on the TF backend; same settings otherwise);
 * ``rllib``: RLlib 2.60's IMPALA (new API stack, PyTorch, local learner) with ``num_env_runners=n``,
   ``num_envs_per_env_runner`` and ``rollout_fragment_length`` as ours, in a Ray instance on 127.0.0.1;
   its ``num_env_steps_sampled_lifetime`` over the same window.
@@ -91,11 +94,13 @@ def executor_factory(kind: str, actors: int) -> Any:
     return lambda r, e, w: TFActorLearnerExecutor(actors, actor_learner_queues(r, e, actors), w, env=THREADS)
 
 
-def side_ours(env: str, actors: int, seconds: float, executor: str = "tf-dist") -> dict[str, Any]:
+def side_ours(env: str, actors: int, seconds: float, executor: str = "tf-dist",
+              backend: str = "torch") -> dict[str, Any]:
+    """Ours: the learner on ``backend`` (its actors too) with ``actors`` actor processes on ``executor``."""
     from reference_agents.agents import build_agent
     from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 
-    agent = build_agent(ENVS[env][0], backend="torch")
+    agent = build_agent(ENVS[env][0], backend=backend)
     worker = ActorLearnerWorker(agent, executor_factory(executor, actors))
     try:
         per_batch = agent.config.rollout.length * agent.config.env.num_envs * agent.config.rollout.batch_size
@@ -119,6 +124,16 @@ def side_ours(env: str, actors: int, seconds: float, executor: str = "tf-dist") 
 def side_ours_ray(env: str, actors: int, seconds: float) -> dict[str, Any]:
     """`side_ours` with the actors as Ray actors (`RayActorLearnerExecutor`, a local Ray instance)."""
     return side_ours(env, actors, seconds, executor="ray")
+
+
+def side_ours_tf(env: str, actors: int, seconds: float) -> dict[str, Any]:
+    """`side_ours` with TensorFlow compute in the learner and the actors."""
+    return side_ours(env, actors, seconds, backend="tf")
+
+
+def side_ours_ray_tf(env: str, actors: int, seconds: float) -> dict[str, Any]:
+    """`side_ours_ray` with TensorFlow compute in the learner and the actors."""
+    return side_ours(env, actors, seconds, executor="ray", backend="tf")
 
 
 def rllib_pong(env_config: dict) -> Any:
@@ -273,7 +288,12 @@ def at(curve: list, t: float) -> float | None:
     return before[-1] if before else None
 
 
-SIDES = {"raw": side_raw, "ours": side_ours, "ours_ray": side_ours_ray, "rllib": side_rllib,
+#: The throughput sides of ours (PyTorch, then TensorFlow compute), in the order they run for each actor count.
+OURS = ("ours", "ours_ray", "ours_tf", "ours_ray_tf")
+THROUGHPUT_SIDES = ("raw", *OURS, "rllib")
+
+SIDES = {"raw": side_raw, "ours": side_ours, "ours_ray": side_ours_ray, "ours_tf": side_ours_tf,
+         "ours_ray_tf": side_ours_ray_tf, "rllib": side_rllib,
          "curve_ours": side_curve_ours,
          "curve_rllib": side_curve_rllib}
 
@@ -293,22 +313,22 @@ def run_side(side: str, env: str, actors: int, seconds: float, timeout: float) -
 
 
 def measure(envs: list[str] | tuple[str, ...] = ("cartpole", "pong"), actors: list[int] | tuple[int, ...] = (1, 2, 4),
-            seconds: float = 20.0, sides: list[str] | tuple[str, ...] = ("raw", "ours", "ours_ray", "rllib"),
+            seconds: float = 20.0, sides: list[str] | tuple[str, ...] = THROUGHPUT_SIDES,
             curve: bool = True, log: Any = None) -> dict[str, Any]:
     """Every side for every env and actor count, each in a fresh child (`run_side`), and the CartPole curves.
 
     Args:
-        sides: of ``raw``, ``ours``, ``ours_ray`` and ``rllib`` (throughput).
+        sides: of `THROUGHPUT_SIDES` (``raw``, ``ours``, ``ours_ray``, ``ours_tf``, ``ours_ray_tf``, ``rllib``).
         curve: also CartPole's return against wall time, ours and RLlib's, 2 actors, 150 s each.
         log: called with a line per side measured.
 
     Raises:
         ValueError: naming the argument for an unknown env or side.
     """
-    bad = [e for e in envs if e not in ENVS] + [s for s in sides if s not in ("raw", "ours", "ours_ray", "rllib")]
+    bad = [e for e in envs if e not in ENVS] + [s for s in sides if s not in THROUGHPUT_SIDES]
     if bad:
-        raise ValueError(f"impala_throughput.measure: envs must be among {sorted(ENVS)} and sides among raw, ours, "
-                         f"ours_ray, rllib; got {bad}")
+        raise ValueError(f"impala_throughput.measure: envs must be among {sorted(ENVS)} and sides among "
+                         f"{', '.join(THROUGHPUT_SIDES)}; got {bad}")
     from harness.measure.host import describe, facts
     from harness.measure.machine import git_revision
 
@@ -322,7 +342,7 @@ def measure(envs: list[str] | tuple[str, ...] = ("cartpole", "pong"), actors: li
             rows["raw"] = run_side("raw", env, 1, seconds, 300)
             say(f"{env} raw: {rows['raw'].get('frames_per_s', rows['raw'].get('error'))}")
         for n in actors:
-            for side in ("ours", "ours_ray", "rllib"):
+            for side in (*OURS, "rllib"):
                 if side in sides:
                     rows[f"{side}-{n}"] = r = run_side(side, env, n, seconds, 600)
                     say(f"{env} {side} {n} actors: {r.get('frames_per_s', r.get('error'))}")

@@ -1,6 +1,9 @@
-"""IMPALA on distributed TensorFlow and on Ray: learning, a killed actor, every rollout once and in order,
-nothing left.
+"""IMPALA on distributed TensorFlow and on Ray, with PyTorch and with TensorFlow compute: learning, a killed
+actor, every rollout once and in order, nothing left.
 
+The learner's backend is the actors' (`ActorLearnerWorker` hands its agent's backend to the actor body), so
+``tf-dist-tf`` runs TensorFlow compute in the learner and in every actor process over the TensorFlow transport,
+and ``ray-tf`` the same over Ray; the killed-actor test checks which framework each actor process loaded.
 Each test starts its executor: a learner task server and actor processes on free ports of 127.0.0.1 (a
 `TFActorLearnerExecutor`), or a local Ray instance on 127.0.0.1 with actor processes (a
 `RayActorLearnerExecutor`). The fixture closes them whether the test passes or fails, then checks that no
@@ -56,6 +59,39 @@ def alive(pid: int) -> bool:
         return fh.read().split()[2] != "Z"
 
 
+def frameworks_loaded(pid: int) -> set[str]:
+    """The compute frameworks whose shared libraries process ``pid`` has mapped ("tf", "torch"; none once gone)."""
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            libs = {os.path.basename(line.split()[-1]) for line in fh if ".so" in line}
+    except OSError:
+        return set()
+    return {name for name, lib in (("tf", "libtensorflow_framework.so"), ("torch", "libtorch_cpu.so"))
+            if any(x.startswith(lib) for x in libs)}
+
+
+def actor_frameworks(executor) -> list[set[str]]:
+    """`frameworks_loaded` of each actor process: tf-dist's actors by their ids; on Ray, whose actors answer no
+    call while they run the body, every child of the Ray session's processes (its workers) that loaded a
+    framework (the transport host and Ray's own processes load none)."""
+    if executor.cluster is not None:
+        return [frameworks_loaded(pid) for pid in executor.pids()]
+    from harness.execution.ray import ray_session_processes
+
+    session = set(ray_session_processes(executor._ex.session_dir))
+    children = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and parent(int(pid)) in session]
+    return [f for f in map(frameworks_loaded, children) if f]
+
+
+def parent(pid: int) -> int | None:
+    """The parent process id of ``pid`` (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rpartition(")")[2].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def make_executor(kind, actors):
     def factory(rollouts, episodes, weights):
         queues = {"rollouts": (rollouts, 8), "episodes": (episodes, 100_000)}
@@ -68,15 +104,21 @@ def make_executor(kind, actors):
     return factory
 
 
-@pytest.fixture(params=["tf-dist", "ray"])
+#: (executor, compute backend) of the learner and its actors.
+EXECUTOR_BACKENDS = [("tf-dist", "torch"), ("tf-dist", "tf"), ("ray", "torch"), ("ray", "tf")]
+
+
+@pytest.fixture(params=EXECUTOR_BACKENDS, ids=[f"{kind}-{backend}" for kind, backend in EXECUTOR_BACKENDS])
 def learner(request):
-    """``make(config, actors, seed=0) -> ActorLearnerWorker`` on the executor; ``make.finish(worker)`` closes
-    one and checks that nothing of it is left; whatever the test did not finish is finished after it."""
+    """``make(config, actors, seed=0) -> ActorLearnerWorker`` on the executor with the backend's compute;
+    ``make.finish(worker)`` closes one and checks that nothing of it is left; whatever the test did not finish
+    is finished after it."""
     made = []
-    kind = request.param
+    kind, backend = request.param
 
     def make(cfg, actors=2, seed=0, **kwargs):
-        agent = IMPALAAgent(cfg, backend="torch", seed=seed)
+        agent = IMPALAAgent(cfg, backend=backend, seed=seed)
+        assert agent.backend == backend
         worker = ActorLearnerWorker(agent, make_executor(kind, actors), **kwargs)
         made.append(worker)
         return worker
@@ -149,6 +191,11 @@ def test_a_killed_actor_is_restarted_and_rollouts_arrive_once_in_order(learner, 
             break
     first = dict(worker.received)
     assert set(first) == {0, 1}
+    # the actors computed with the learner's backend: TF actors never load PyTorch (a TF transport loads TF in
+    # every tf-dist actor, so the TF libraries tell only on Ray)
+    backend, loaded = worker.agent.backend, actor_frameworks(worker.executor)
+    assert len(loaded) == 2, loaded
+    assert all(backend in f and (backend == "torch" or "torch" not in f) for f in loaded), loaded
     worker.executor.kill(0)
     deadline = time.monotonic() + 90
     while worker._next_tag.get((0, 1), 0) < 2 and time.monotonic() < deadline:  # the new actor 0 starts (~10 s)

@@ -42,7 +42,7 @@ def test_the_curve_table_reads_each_side_at_its_points():
     (fig,) = scenario.figures(_result({"curve_ours": {"curve": ours}, "curve_rllib": {"curve": rllib}}))
     assert [at(ours, t) for t in CURVE_POINTS] == [50.0, 300.0, 300.0, 300.0, 500.0, 500.0]
     curve = {row[0]: row[1:] for row in fig.tables[1].rows}
-    assert curve["ours, distributed TF"] == [50.0, 300.0, 300.0, 300.0, 500.0, 500.0]
+    assert curve["ours, tf-dist, PyTorch"] == [50.0, 300.0, 300.0, 300.0, 500.0, 500.0]
     assert curve["RLlib IMPALA"] == [None, None, 200.0, 400.0, 400.0, 400.0]
     returns = [r for r in fig.ratios if "return at" in r.name]
     assert [r.name.split(" at ")[1].split(":")[0] for r in returns] == ["60 s", "90 s", "120 s", "150 s"]
@@ -52,13 +52,18 @@ def test_the_curve_table_reads_each_side_at_its_points():
 
 def test_rates_ratios_and_a_failed_side():
     (fig,) = scenario.figures(_result({}))
+    # a result measured before TF compute: the PyTorch sides alone, no TF / PyTorch column
+    assert fig.tables[0].header[2:5] == ["ours, tf-dist, PyTorch frames/s", "ours, Ray, PyTorch frames/s",
+                                         "RLlib IMPALA frames/s"]
     assert fig.tables[0].rows[1][:5] == ["cartpole", 2, "(timed out after 600 s)", 2500.0, 1000.0]
+    assert fig.tables[0].header[5:] == ["CPU (the machine)", "1-min load (tf-dist, PyTorch / Ray, PyTorch / RLlib "
+                                        "IMPALA / raw)"]
     by = {r.name: r for r in fig.ratios}
-    assert by["IMPALA cartpole 1 actors: ours, distributed TF / RLlib"].value == 3.0
-    assert by["IMPALA cartpole 1 actors: ours, Ray / RLlib"].met is False  # 1.5x < 2x
-    assert "IMPALA cartpole 2 actors: ours, distributed TF / RLlib" not in by
-    assert fig.headline == ("ours / RLlib IMPALA frames/s: lowest 1.50x (IMPALA cartpole 1 actors, ours, Ray; "
-                            "target >= 2x: missed)")
+    assert by["IMPALA cartpole 1 actors: ours, tf-dist, PyTorch / RLlib"].value == 3.0
+    assert by["IMPALA cartpole 1 actors: ours, Ray, PyTorch / RLlib"].met is False  # 1.5x < 2x
+    assert "IMPALA cartpole 2 actors: ours, tf-dist, PyTorch / RLlib" not in by
+    assert fig.headline == ("ours / RLlib IMPALA frames/s: lowest 1.50x (IMPALA cartpole 1 actors, ours, Ray, "
+                            "PyTorch; target >= 2x: missed)")
     assert fig.peer_missing is None
     no_rllib = _result({})
     no_rllib["envs"]["cartpole"] = {k: v for k, v in no_rllib["envs"]["cartpole"].items() if "rllib" not in k}
@@ -68,6 +73,27 @@ def test_rates_ratios_and_a_failed_side():
     assert scenario.figures(no_rllib)[0].peer_missing == "RLlib's IMPALA failed: ray.rllib cannot be imported"
 
 
+def test_tf_compute_sits_beside_pytorch_on_each_executor():
+    result = _result({})
+    result["envs"]["cartpole"].update({"ours_tf-1": {"frames_per_s": 1500.0}, "ours_ray_tf-1": {"frames_per_s": 3000.0},
+                                       "ours_tf-2": {"frames_per_s": 4000.0}, "ours_ray_tf-2": {"error": "boom"}})
+    (fig,) = scenario.figures(result)
+    header, rows = fig.tables[0].header, fig.tables[0].rows
+    assert header[2:8] == ["ours, tf-dist, PyTorch frames/s", "ours, tf-dist, TF frames/s",
+                           "ours, Ray, PyTorch frames/s", "ours, Ray, TF frames/s", "RLlib IMPALA frames/s",
+                           "TF / PyTorch compute (tf-dist, Ray)"]
+    assert rows[0][2:8] == [3000.0, 1500.0, 1500.0, 3000.0, 1000.0, "0.50x / 2.00x"]
+    assert rows[1][2:8] == ["(timed out after 600 s)", 4000.0, 2500.0, "(boom)", 1000.0, "- / -"]
+    by = {r.name: r.value for r in fig.ratios}
+    assert by["IMPALA cartpole 1 actors: ours, tf-dist, TF / RLlib"] == 1.5
+    assert by["IMPALA cartpole 1 actors: ours, Ray, TF / RLlib"] == 3.0
+    assert by["IMPALA cartpole 2 actors: ours, tf-dist, TF / RLlib"] == 4.0
+    assert "IMPALA cartpole 2 actors: ours, Ray, TF / RLlib" not in by
+    labels = {s.label for s in fig.series}
+    assert {"ours, tf-dist, TF", "ours, Ray, TF", "ours, tf-dist, PyTorch", "ours, Ray, PyTorch"} <= labels
+
+
 def test_bad_sides_are_named():
-    with pytest.raises(ValueError, match="sides among raw, ours, ours_ray, rllib; got \\['seed'\\]"):
+    with pytest.raises(ValueError, match="sides among raw, ours, ours_ray, ours_tf, ours_ray_tf, rllib; "
+                                         "got \\['seed'\\]"):
         measure(envs=["cartpole"], sides=["seed"])

@@ -1,6 +1,7 @@
 """IMPALA throughput (RLgraph Fig. 9 on one machine): env frames/s learned from with 1, 2, 4 actors, ours on
-distributed TF and on Ray beside RLlib's IMPALA and raw stepping, and CartPole's return against wall time
-(`spacegraph.reports.impala_throughput`, every side in a fresh process, one after the other).
+distributed TF and on Ray, each with PyTorch and with TensorFlow compute, beside RLlib's IMPALA and raw stepping,
+and CartPole's return against wall time (`spacegraph.reports.impala_throughput`, every side in a fresh process,
+one after the other).
 """
 
 from __future__ import annotations
@@ -11,7 +12,12 @@ from harness.measure.figures import Figure, Panel, Ratio, Series, Table
 from spacegraph.report.registry import Context, Scenario, register
 from spacegraph.reports.impala_throughput import CURVE_POINTS, at
 
-SIDES = {"ours": "ours, distributed TF", "ours_ray": "ours, Ray", "rllib": "RLlib IMPALA"}
+#: Ours on each executor with each backend's compute (a result measured before TF compute had the PyTorch ones
+#: alone), and RLlib's.
+SIDES = {"ours": "ours, tf-dist, PyTorch", "ours_tf": "ours, tf-dist, TF", "ours_ray": "ours, Ray, PyTorch",
+         "ours_ray_tf": "ours, Ray, TF", "rllib": "RLlib IMPALA"}
+#: (executor, PyTorch side, TF side) of the TF / PyTorch compute column.
+COMPUTE_PAIRS = (("tf-dist", "ours", "ours_tf"), ("Ray", "ours_ray", "ours_ray_tf"))
 TARGET = 2.0
 CURVE = "CartPole: mean return of the last 100 episodes against wall time"
 
@@ -24,6 +30,8 @@ def figures(result: dict[str, Any]) -> list[Figure]:
     """Frames/s against actors per env, the curves, the table, and ours / RLlib per env and actor count."""
     actors = result["actors"]
     panels, series, ratios, rows = [], [], [], []
+    columns = [side for side in SIDES if side == "rllib" or any(
+        f"{side}-{n}" in sides for sides in result["envs"].values() for n in actors)]
     for env, sides in result["envs"].items():
         panel = Panel(title=f"{env}: env frames/s learned from", x_label="actors", y_label="env frames/s",
                       x_log=True, y_log=True)
@@ -37,8 +45,8 @@ def figures(result: dict[str, Any]) -> list[Figure]:
         if _rate(raw) is not None:
             series.append(Series("raw stepping, 1 process", [1], [_rate(raw)], side="reference", panel=panel.title))
         for n in actors:
-            got = {side: sides.get(f"{side}-{n}", {}) for side in SIDES}
-            for side in ("ours", "ours_ray"):
+            got = {side: sides.get(f"{side}-{n}", {}) for side in columns}
+            for side in columns[:-1]:
                 ours, rllib = _rate(got[side]), _rate(got["rllib"])
                 if ours is not None and rllib:
                     ratios.append(Ratio(f"IMPALA {env} {n} actors: {SIDES[side]} / RLlib", ours / rllib,
@@ -46,19 +54,23 @@ def figures(result: dict[str, Any]) -> list[Figure]:
                                         target=f">= {TARGET:g}"))
             rows.append([env, n, *(_rate(r) if _rate(r) is not None else f"({r.get('error', 'not run')})"
                                    for r in got.values()),
+                         *([compute_ratios(got)] if "ours_tf" in columns or "ours_ray_tf" in columns else []),
                          " / ".join(f"{r['cpu_utilisation']:.0%}" if "cpu_utilisation" in r else "-"
                                     for r in got.values()),
                          " / ".join(f"{r['load_1min']:.1f}" if "load_1min" in r else "-"
                                     for r in (*got.values(), raw))])
+    order = " / ".join([*(SIDES[side].removeprefix("ours, ") for side in columns), "raw"])
+    compute = [f"TF / PyTorch compute ({', '.join(e for e, a, b in COMPUTE_PAIRS if b in columns)})"] \
+        if "ours_tf" in columns or "ours_ray_tf" in columns else []
     tables = [Table(title=f"{result['seconds']:g} s windows after warm-up, each side in its own process, one after "
-                          "the other", header=["env", "actors", *(f"{v} frames/s" for v in SIDES.values()),
-                                               "CPU (the machine)", "1-min load (ours TF / Ray / RLlib / raw)"],
+                          "the other", header=["env", "actors", *(f"{SIDES[side]} frames/s" for side in columns),
+                                               *compute, "CPU (the machine)", f"1-min load ({order})"],
                     rows=rows)]
     curves = result.get("curves") or {}
     if curves:
         panels.append(Panel(title=CURVE, x_label="seconds from start (start-up included)", y_label="mean return"))
         cells = []
-        for side, label in (("curve_ours", "ours, distributed TF"), ("curve_rllib", "RLlib IMPALA")):
+        for side, label in (("curve_ours", SIDES["ours"]), ("curve_rllib", "RLlib IMPALA")):
             curve = curves.get(side, {}).get("curve")
             if curve is None:
                 cells.append([label, f"({curves.get(side, {}).get('error', 'not run')})"])
@@ -84,9 +96,20 @@ def figures(result: dict[str, Any]) -> list[Figure]:
     failed = [r.get("error", "no rate") for s in result["envs"].values() for n in actors
               for r in [s.get(f"rllib-{n}")] if r is not None and "frames_per_s" not in r]
     missing = f"RLlib's IMPALA failed: {failed[0]}" if failed else None  # not run at all: the runner says why
-    return [Figure(name="impala", title="IMPALA throughput: ours on distributed TF and on Ray against RLlib's IMPALA",
+    title = "IMPALA throughput: ours on distributed TF and on Ray (PyTorch and TF compute) against RLlib's IMPALA"
+    return [Figure(name="impala", title=title,
                    figure_ref="RLgraph Fig. 9 (one machine)", panels=panels, series=series, ratios=ratios,
                    tables=tables, notes=notes, peer_missing=missing, raw=result, headline=headline(ratios))]
+
+
+def compute_ratios(got: dict[str, dict[str, Any]]) -> str:
+    """TF compute's frames/s over PyTorch's on each executor that measured TF (``-`` where a side has no rate)."""
+    cells = []
+    for _, torch_side, tf_side in COMPUTE_PAIRS:
+        if tf_side in got:
+            torch_rate, tf_rate = _rate(got.get(torch_side, {})), _rate(got[tf_side])
+            cells.append(f"{tf_rate / torch_rate:.2f}x" if tf_rate is not None and torch_rate else "-")
+    return " / ".join(cells)
 
 
 def headline(ratios: list[Ratio]) -> str:
@@ -105,9 +128,9 @@ def headline(ratios: list[Ratio]) -> str:
 
 
 def run(ctx: Context) -> list[Figure]:
-    from spacegraph.reports.impala_throughput import measure
+    from spacegraph.reports.impala_throughput import OURS, measure
 
-    sides = ["raw", "ours", "ours_ray", *(["rllib"] if ctx.peers else [])]
+    sides = ["raw", *OURS, *(["rllib"] if ctx.peers else [])]
     result = measure(envs=["cartpole"] if ctx.quick else ["cartpole", "pong"],
                      actors=[1, 2] if ctx.quick else [1, 2, 4], seconds=5.0 if ctx.quick else 15.0, sides=sides,
                      curve=not ctx.quick, log=ctx.progress.step)
@@ -116,7 +139,7 @@ def run(ctx: Context) -> list[Figure]:
 
 def steps(ctx: Context) -> int:
     envs, actors = (1, 2) if ctx.quick else (2, 3)
-    return envs * (1 + actors * (3 if ctx.peers else 2)) + (0 if ctx.quick else 1)
+    return envs * (1 + actors * (5 if ctx.peers else 4)) + (0 if ctx.quick else 1)
 
 
 SCENARIO = register(Scenario(name="impala", title="IMPALA throughput", figure_ref="RLgraph Fig. 9", run=run,

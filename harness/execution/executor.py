@@ -116,6 +116,7 @@ class GraphExecutor:
         """
         if self.graph is not None:
             raise RuntimeError(f"{self.root.global_scope}: the executor is built already")
+        self.strategy.attach(self)
         root = self.strategy.expand(self.root)
         self._apply_device_map(root)
         profile = BuildProfile()
@@ -168,8 +169,12 @@ class GraphExecutor:
         self.root = root
         self._assembly = assembly
         self.graph = BuiltGraph(root, apis, components, profile)
-        self._calls = {name: self._make_call(api) for name, api in apis.items()}
+        self._calls = {name: self._strategy_call(api) for name, api in apis.items()}
         return profile
+
+    def _strategy_call(self, api: BuiltApi) -> Callable:
+        """The call of ``api`` as the strategy runs it (`DeviceStrategy.wrap_call`; most return it as it is)."""
+        return self.strategy.wrap_call(self, api.name, self._make_call(api))
 
     def _replays(self, name: str, trace: Any) -> bool:
         """Whether method ``name`` runs as replays (``replay``): not traced, recording no gradients, taking no
@@ -259,7 +264,7 @@ class GraphExecutor:
             with self._compile_lock:
                 if getattr(api.fn, "pending", False):
                     api.fn = self._compile(self.graph.root, api, self.graph.profile)
-                    self._calls[method] = self._make_call(api)
+                    self._calls[method] = self._strategy_call(api)
         return api.fn
 
     def _apply_device_map(self, root: Component) -> None:
@@ -427,6 +432,11 @@ class GraphExecutor:
             ins = ", ".join(f"{a}: {s!r}" for a, s in api.arg_spaces.items()) or "-"
             rows.append(f"{name}({ins})\n    -> {api.output_space!r}")
         return "\n".join(rows)
+
+    def close(self) -> None:
+        """Ends what the strategy started (the replica processes of processes mode); idempotent, and done at
+        interpreter exit anyway. The executor's methods that do not need them keep working."""
+        self.strategy.shutdown()
 
     # ---- weights ------------------------------------------------------------------------------
     def variables(self) -> dict[str, Any]:

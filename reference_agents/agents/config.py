@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 
 class ConfigError(ValueError):
@@ -79,16 +79,56 @@ _RENAMED_EVALUATION_KEYS = {"min_return": "target_return", "target": "target_ret
                             "eval_every": "every", "screen": "screen_episodes", "eval_envs": "envs"}
 
 
-class ExecutionConfig(Section):
-    """Where the update runs: ``local`` (one device, the default) or ``sync-replicas``: synchronous
-    replicas of the update on ``devices`` (one entry per replica; a name may repeat), built by the
-    executor (`harness.execution.strategies.SyncReplicas`); which API methods run as a recorded graph
-    per input shapes (``trace``, `GraphExecutor`'s; on PyTorch a TorchScript trace, on TF a no-op); and
-    whether the other methods without gradients run as replays of their recorded PyTorch calls (``replay``,
-    `GraphExecutor`'s; on TF a no-op)."""
+class StrategyConfig(Section):
+    """The mapping form of ``execution.strategy`` (`harness.execution.strategies.make_strategy` builds it):
+    ``replicas`` synchronous replicas of the update, one per process (``mode: processes``, gradients
+    all-reduced over ``backend``) or as towers in this process (``mode: towers``); ``replicas: 1`` is local."""
 
-    strategy: Literal["local", "sync-replicas"] = "local"
-    devices: list[str] = Field(default_factory=list, description="one device per replica, e.g. ['/cpu:0', '/cpu:1']")
+    type: Literal["local", "sync-replicas"] = "sync-replicas"
+    replicas: int = Field(1, ge=1, description="replicas of the update (replica 0 included); 1: local")
+    mode: Literal["processes", "towers"] = Field("processes", description="processes: one replica per process, "
+                                                 "gradients all-reduced; towers: in this process")
+    backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="processes mode's all-reduce: auto (nccl "
+                                                     "when every device is CUDA, else gloo), gloo or nccl")
+    devices: list[str] | None = Field(None, description="one device per replica (default: cpu for each)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "StrategyConfig":
+        if self.devices is not None and len(self.devices) != self.replicas:
+            raise ValueError(f"devices lists {len(self.devices)} device(s) for {self.replicas} replica(s); give one "
+                             f"per replica")
+        if self.mode == "towers" and self.backend != "auto":
+            raise ValueError(f"backend {self.backend!r} is for mode processes (towers have no all-reduce backend)")
+        if self.type == "local" and self.replicas != 1:
+            raise ValueError(f"type local runs one replica; got replicas {self.replicas}")
+        return self
+
+
+#: The tags of the two forms of ``execution.strategy`` (pydantic puts them into error locations; the loader
+#: leaves them out of the key paths it reports).
+_NAME_TAG, _MAPPING_TAG = "<strategy name>", "<strategy mapping>"
+
+
+def _strategy_form(value: Any) -> str:
+    """Which form ``execution.strategy`` is written in: a mapping, or a name."""
+    return _MAPPING_TAG if isinstance(value, (dict, StrategyConfig)) else _NAME_TAG
+
+
+class ExecutionConfig(Section):
+    """Where the update runs: ``local`` (one device, the default) or synchronous replicas of the update,
+    either as the mapping ``strategy: {type: sync-replicas, replicas: N, mode: processes | towers, backend:
+    auto | gloo | nccl, devices: [...]}`` (`StrategyConfig`; processes: one replica per process,
+    `harness.execution.strategies.ProcessReplicas`) or as ``strategy: sync-replicas`` with ``devices`` (towers
+    on those devices, one entry per replica; a name may repeat; `harness.execution.strategies.SyncReplicas`);
+    which API methods run as a recorded graph per input shapes (``trace``, `GraphExecutor`'s; on PyTorch a
+    TorchScript trace, on TF a no-op); and whether the other methods without gradients run as replays of their
+    recorded PyTorch calls (``replay``, `GraphExecutor`'s; on TF a no-op)."""
+
+    strategy: Annotated[Union[Annotated[Literal["local", "sync-replicas"], Tag(_NAME_TAG)],
+                              Annotated[StrategyConfig, Tag(_MAPPING_TAG)]],
+                        Discriminator(_strategy_form)] = "local"
+    devices: list[str] = Field(default_factory=list, description="one device per replica, e.g. ['/cpu:0', '/cpu:1'] "
+                               "(the strategy: sync-replicas form; the mapping form has its own devices)")
     trace: list[str] = Field(default_factory=list, description="API methods run as a recorded graph per input shapes "
                              "(GraphExecutor's trace; PyTorch: TorchScript), e.g. ['act']")
     replay: bool = Field(True, description="PyTorch: run the methods that record no gradients (and are not traced) "
@@ -98,8 +138,19 @@ class ExecutionConfig(Section):
     @model_validator(mode="after")
     def _devices_given(self) -> "ExecutionConfig":
         if self.strategy == "sync-replicas" and not self.devices:
-            raise ValueError("strategy sync-replicas needs devices: a non-empty list of device names")
+            raise ValueError("strategy sync-replicas needs devices: a non-empty list of device names (or use the "
+                             "mapping strategy: {type: sync-replicas, replicas: N})")
+        if isinstance(self.strategy, StrategyConfig) and self.devices:
+            raise ValueError("devices belongs inside the mapping strategy (strategy.devices) when strategy is a "
+                             "mapping")
         return self
+
+    @property
+    def replicas(self) -> int:
+        """How many replicas of the update the strategy runs (1: local)."""
+        if isinstance(self.strategy, StrategyConfig):
+            return self.strategy.replicas
+        return len(self.devices) if self.strategy == "sync-replicas" else 1
 
 
 #: libyaml's safe loader where PyYAML was built with it (the same documents, about 8x faster: a config is read
@@ -200,7 +251,7 @@ def load_agent_config(config: str | os.PathLike | dict[str, Any] | BaseModel,
     try:
         return model.model_validate(data), source
     except ValidationError as exc:
-        problems = [(".".join(str(p) for p in err["loc"]), err["msg"].removeprefix("Value error, ")
+        problems = [(".".join(str(p) for p in err["loc"] if p not in (_NAME_TAG, _MAPPING_TAG)), err["msg"].removeprefix("Value error, ")
                      + (f" (got {err['input']!r})" if err["type"] not in ("missing", "extra_forbidden")
                         and not isinstance(err.get("input"), (dict, list)) else ""))
                     for err in exc.errors()]

@@ -1,0 +1,252 @@
+"""Replica 0's side of a `ProcessReplicas` call: check and shard the batch, send the shards, keep the replicas'
+variables equal to replica 0's, run its own shard, merge the outputs, and turn a replica's death into
+`ReplicaFailure` (see `harness.execution.strategies.processes` for the whole picture)."""
+
+from __future__ import annotations
+
+import time
+from multiprocessing.connection import wait as wait_ready
+from typing import Any, Callable
+
+import numpy as np
+import optree
+
+from harness.execution.inputs import arg_converter
+from harness.execution.strategies.process_comm import (ReplicaFailure, batch_axis, make_group, recv_arrays, send_arrays,
+                                                       shard_sizes, synced_variables)
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+class _Changes:
+    """Which synced variables replica 0 changed since `mark`: on PyTorch by the tensors' version counters (an
+    in-place write moves them; nothing is copied), on TF by comparing values with a copy taken at `mark`."""
+
+    def __init__(self, backend: Any, variables: list[Any]) -> None:
+        self.backend, self.variables = backend, variables
+        self.torch = backend.name == "torch"
+        self.seen: list[Any] | None = None  # None: nothing broadcast yet (the first call sends everything)
+
+    def _state(self) -> list[Any]:
+        if self.torch:
+            return [v._version for v in self.variables]
+        return [self.backend.variable_value(v) for v in self.variables]
+
+    def changed(self) -> list[int]:
+        if self.seen is None:
+            return list(range(len(self.variables)))
+        now = self._state()
+        if self.torch:
+            return [i for i, (a, b) in enumerate(zip(now, self.seen)) if a != b]
+        return [i for i, (a, b) in enumerate(zip(now, self.seen)) if not np.array_equal(a, b)]
+
+    def mark(self) -> None:
+        self.seen = self._state()
+
+
+class ReplicatedCall:
+    """The replicated calls of one executor (one per `ProcessReplicas`; `runner` makes it)."""
+
+    def __init__(self, strategy: Any, executor: Any) -> None:
+        self.strategy, self.executor = strategy, executor
+        self.ready = False
+        self.names: list[str] = []
+        self.variables: list[Any] = []
+        self.changes: _Changes | None = None
+
+    @classmethod
+    def runner(cls, strategy: Any, executor: Any) -> "ReplicatedCall":
+        return cls(strategy, executor)
+
+    def call_for(self, method: str, call: Callable) -> Callable:
+        """``method``'s replicated call around the executor's own ``call`` (which replica 0 runs on its shard)."""
+        api = self.executor.apis[method]
+        where = f"{type(self.executor.root).__name__} {self.executor.root.global_scope!r}"
+        names = list(api.arg_spaces)
+        spaces = list(api.arg_spaces.values())
+        checks = [arg_converter(where, method, a, s, _identity, self.executor.validate) for a, s in api.arg_spaces.items()]
+        axes = [{p: batch_axis(leaf) for p, leaf in s.leaves()} for s in spaces]
+        out_axes = [batch_axis(s) for s in optree.tree_leaves(api.output_space)] if api.output_space is not None else []
+
+        def replicated(*args: Any, **kwargs: Any) -> Any:
+            if kwargs or len(args) != len(names):
+                bound = {**dict(zip(names, args)), **kwargs}
+                if len(args) > len(names) or sorted(bound) != sorted(names):
+                    return call(*args, **kwargs)  # the executor's own error naming the inputs (nothing runs)
+                args = tuple(bound[a] for a in names)
+            flat = [s.flatten_value(check(a)) for s, check, a in zip(spaces, checks, args)]
+            return self.run(method, call, flat, axes, out_axes)
+
+        replicated.__name__ = method
+        return replicated
+
+    # ---- one call -------------------------------------------------------------------------------------------
+    def run(self, method: str, call: Callable, flat: list[dict[str, Any]], axes: list[dict[str, Any]],
+            out_axes: list[Any]) -> Any:
+        n = self.strategy.replicas
+        total = next((np.shape(v)[axes[i][p]] for i, leaves in enumerate(flat) for p, v in leaves.items()
+                      if axes[i][p] is not None), None)
+        if total is None:
+            raise ValueError(f"ProcessReplicas: {method} has no batched input to split across {n} replicas")
+        if total < n:
+            raise ValueError(f"ProcessReplicas: {method}: a batch of {total} rows cannot be split across {n} "
+                             f"replicas (each needs at least one row)")
+        sizes = shard_sizes(total, n)
+        starts = np.cumsum([0] + sizes)
+        mean = self.strategy.reduction == "mean"
+        weights = [s / total for s in sizes] if mean else [1.0] * n
+        norm_scale = 1.0 if mean else 1.0 / n
+
+        def shard(r: int) -> list[list[Any]]:
+            args = []
+            for i, leaves in enumerate(flat):
+                part = {}
+                for p, v in leaves.items():
+                    ax = axes[i][p]
+                    v = np.asarray(v)
+                    part[p] = v if ax is None else np.take(v, np.arange(starts[r], starts[r + 1]), axis=ax)
+                args.append(part)
+            return args
+
+        stage, applied = "start", False
+        try:
+            self._ensure_ready(method)
+            self._check_alive(method)
+            changed = self.changes.changed()
+            stage = "send"
+            for r in range(1, n):
+                parts = shard(r)
+                leaves = [[i, p] for i, part in enumerate(parts) for p in part]
+                send_arrays(self.strategy.conns[r - 1],
+                            {"op": "call", "method": method, "changed": changed, "scale": weights[r],
+                             "norm_scale": norm_scale, "leaves": leaves},
+                            [v for part in parts for v in part.values()])
+            stage = "sync"
+            comm, backend = self.strategy.comm, self.executor.backend
+            if changed:
+                comm.broadcast([backend.variable_value(self.variables[i]) for i in changed])
+            stage = "step"
+            own = [part[""] if list(part) == [""] else space.unflatten(part)
+                   for part, space in zip(shard(0), self._arg_spaces(method))]
+            comm.scale, comm.norm_scale, comm.active = weights[0], norm_scale, True
+            try:
+                outs = [call(*own)]
+            finally:
+                comm.active = False
+            applied, stage = True, "outputs"
+            for r in range(1, n):
+                header, arrays = recv_arrays(self.strategy.conns[r - 1])
+                if header["op"] == "error":
+                    raise ReplicaFailure(self._failure(r, method, applied, header["text"]))
+                outs.append(arrays)
+        except ReplicaFailure:
+            self.strategy.shutdown()
+            raise
+        except Exception as exc:
+            message = self._failure(self._dead(), method, applied, f"{type(exc).__name__}: {exc} (while {stage})")
+            if message is None:
+                raise
+            self.strategy.shutdown()
+            raise ReplicaFailure(message) from exc
+        self.changes.mark()
+        return self._merge(outs, weights, out_axes)
+
+    def _arg_spaces(self, method: str) -> list[Any]:
+        return list(self.executor.apis[method].arg_spaces.values())
+
+    @staticmethod
+    def _merge(outs: list[Any], weights: list[float], out_axes: list[Any]) -> Any:
+        """Replica 0's output with each leaf replaced by the merge over replicas: scalars (and other leaves
+        without batch rank) as the ``weights``-weighted sum, batched leaves concatenated along their batch axis."""
+        leaves, treedef = optree.tree_flatten(outs[0], none_is_leaf=False)
+        if not leaves:
+            return outs[0]
+        merged = []
+        for j, own in enumerate(leaves):
+            parts = [np.asarray(own)] + [o[j] for o in outs[1:]]
+            ax = out_axes[j] if j < len(out_axes) else None
+            if ax is None:
+                value = sum(np.float64(w) * p.astype(np.float64) for w, p in zip(weights, parts))
+                merged.append(np.asarray(value, dtype=parts[0].dtype))
+            else:
+                merged.append(np.concatenate(parts, axis=ax))
+        return optree.tree_unflatten(treedef, merged)
+
+    def replica_weights(self, index: int) -> dict[str, np.ndarray]:
+        """Replica ``index``'s (>= 1) synced variables by scope path, as it holds them now."""
+        self._ensure_ready("weights")
+        conn = self.strategy.conns[index - 1]
+        send_arrays(conn, {"op": "weights"}, [])
+        header, arrays = recv_arrays(conn)
+        if header["op"] != "weights":
+            raise ReplicaFailure(self._failure(index, "weights", False, header.get("text")))
+        return dict(zip(self.names, arrays))
+
+    # ---- readiness and failure ------------------------------------------------------------------------------
+    def _ensure_ready(self, method: str) -> None:
+        """At the first call: joins the group (the replicas join it as they start) and waits for every replica's
+        ready message, checking its variables match replica 0's."""
+        if self.ready:
+            return
+        st = self.strategy
+        names, variables = synced_variables(self.executor)
+        index = {k: i for i, k in enumerate(names)}
+        deadline = time.monotonic() + st.timeout_s
+        pending = {r: st.conns[r - 1] for r in range(1, st.replicas)}
+        wanted: list[str] | None = None
+        while pending:
+            self._check_alive(method)
+            if time.monotonic() > deadline:
+                raise ReplicaFailure(f"ProcessReplicas: replica(s) {sorted(pending)} did not report ready within "
+                                     f"{st.timeout_s:g} s")
+            for conn in wait_ready(list(pending.values()), timeout=0.5):
+                r = next(k for k, c in pending.items() if c is conn)
+                header, _ = recv_arrays(conn)
+                if header["op"] == "error":
+                    raise ReplicaFailure(self._failure(r, method, False, header["text"]))
+                theirs = [k for k, _ in header["variables"]]
+                unknown = [k for k in theirs if k not in index]
+                if unknown:
+                    raise ReplicaFailure(f"ProcessReplicas: replica {r} built variables replica 0 does not have: "
+                                         f"{unknown[:5]}")
+                if wanted is not None and theirs != wanted:
+                    raise ReplicaFailure(f"ProcessReplicas: replica {r} built other variables than replica 1")
+                wanted = theirs
+                del pending[r]
+        st.comm.group = make_group(st.backend, st.store, 0, st.replicas, st.timeout_s)  # the replicas join it now
+        self.names = list(wanted or [])
+        self.variables = [variables[index[k]] for k in self.names]
+        self.changes = _Changes(self.executor.backend, self.variables)
+        self.ready = True
+
+    def _check_alive(self, method: str) -> None:
+        r = self._dead(wait_s=0.0)
+        if r is not None:
+            raise ReplicaFailure(self._failure(r, method, False, None))
+
+    def _dead(self, wait_s: float = 5.0) -> int | None:
+        """The first replica that has ended, waiting up to ``wait_s`` for one to show it; None if all run."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            for r, p in enumerate(self.strategy.procs, start=1):
+                if not p.is_alive():
+                    return r
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+
+    def _failure(self, r: int | None, method: str, applied: bool, detail: str | None) -> str | None:
+        """The `ReplicaFailure` message for replica ``r`` (None when ``r`` is None: no replica is to blame)."""
+        if r is None:
+            return None
+        st = self.strategy
+        p = st.procs[r - 1]
+        p.join(timeout=1.0)
+        status = st.exit_status(r) or "still running"
+        state = ("replica 0 had applied this step to its variables" if applied
+                 else "replica 0's variables are unchanged by this step")
+        text = (f"ProcessReplicas: replica {r} of {st.replicas} (pid {p.pid}, {status}) failed during "
+                f"{method!r}; {state}; the other replicas were ended")
+        return text + (f"\n{detail}" if detail else "")

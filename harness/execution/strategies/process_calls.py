@@ -142,13 +142,17 @@ class ReplicatedCall:
                     raise ReplicaFailure(self._failure(r, method, applied, header["text"]))
                 outs.append(arrays)
         except ReplicaFailure:
-            self.strategy.shutdown()
+            self.strategy.shutdown(grace_s=0.5)  # a replica is gone: the step cannot finish
             raise
         except Exception as exc:
-            message = self._failure(self._dead(), method, applied, f"{type(exc).__name__}: {exc} (while {stage})")
+            dead = self._dead()
+            detail = f"{type(exc).__name__}: {exc} (replica 0, while {stage})"
+            message = self._failure(dead, method, applied, self._reported(dead) or detail)
+            self.strategy.shutdown(grace_s=0.5)  # the replicas can no longer be in step
             if message is None:
-                raise
-            self.strategy.shutdown()
+                state = "had applied" if applied else "had not applied"
+                message = (f"ProcessReplicas: replica 0 failed during {method!r} ({detail}); it {state} the step to "
+                           f"its variables; the replicas were ended, as they can no longer be in step")
             raise ReplicaFailure(message) from exc
         self.changes.mark()
         return self._merge(outs, weights, out_axes)
@@ -236,6 +240,20 @@ class ReplicatedCall:
             if time.monotonic() >= deadline:
                 return None
             time.sleep(0.05)
+
+    def _reported(self, r: int | None) -> str | None:
+        """The error replica ``r`` reported before it ended (its traceback), if it did."""
+        if r is None:
+            return None
+        conn = self.strategy.conns[r - 1]
+        try:
+            while conn.poll(0):
+                header, _ = recv_arrays(conn)
+                if header["op"] == "error":
+                    return header["text"]
+        except (EOFError, OSError, ValueError):
+            pass
+        return None
 
     def _failure(self, r: int | None, method: str, applied: bool, detail: str | None) -> str | None:
         """The `ReplicaFailure` message for replica ``r`` (None when ``r`` is None: no replica is to blame)."""

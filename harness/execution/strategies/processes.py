@@ -212,22 +212,25 @@ class ProcessReplicas(DeviceStrategy):
             return None
         return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
 
-    def shutdown(self) -> None:
-        """Ends the replica processes (idempotent; also runs at interpreter exit)."""
-        if self._finalizer is not None:
-            self._finalizer()
+    def shutdown(self, grace_s: float = 5.0) -> None:
+        """Ends the replica processes: asks them to stop, kills those still running after ``grace_s`` seconds
+        (idempotent; also runs at interpreter exit)."""
+        if self._finalizer is not None and self._finalizer.alive:
+            self._finalizer.detach()
+            _stop(self.procs, self.conns, self._folder, grace_s)
         self.comm.group = None
 
 
-def _stop(procs: list[Any], conns: list[Any], folder: str | None) -> None:
-    """Asks every replica to stop, then ends those still running (SIGKILL after 5 s), and removes the store."""
+def _stop(procs: list[Any], conns: list[Any], folder: str | None, grace_s: float = 5.0) -> None:
+    """Asks every replica to stop, then ends those still running (SIGKILL after ``grace_s``), and removes the
+    store."""
     for conn in conns:
         try:
             send_arrays(conn, {"op": "stop"}, [])
         except (OSError, ValueError):
             pass
     for p in procs:
-        p.join(timeout=5)
+        p.join(timeout=grace_s)
         if p.is_alive():
             p.kill()
             p.join(timeout=5)

@@ -101,12 +101,14 @@ def side_ours(env: str, actors: int, seconds: float, executor: str = "tf-dist",
     from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 
     agent = build_agent(ENVS[env][0], backend=backend)
+    start = time.perf_counter()
     worker = ActorLearnerWorker(agent, executor_factory(executor, actors))
     try:
         per_batch = agent.config.rollout.length * agent.config.env.num_envs * agent.config.rollout.batch_size
         deadline = time.monotonic() + 120
         while len(worker.received) < actors and time.monotonic() < deadline:  # every actor up and delivering
             worker.run(num_steps=per_batch)
+        startup = time.perf_counter() - start
 
         def measure(limit: float) -> float:
             first, end = worker.total_frames, time.perf_counter() + limit
@@ -116,6 +118,7 @@ def side_ours(env: str, actors: int, seconds: float, executor: str = "tf-dist",
 
         out = window(measure, seconds)
         out["updates"] = worker.total_updates
+        out["startup_s"] = startup   # from starting the executor until every actor had delivered a rollout
         return out
     finally:
         worker.close()

@@ -75,15 +75,17 @@ def test_rates_ratios_and_a_failed_side():
 
 def test_tf_compute_sits_beside_pytorch_on_each_executor():
     result = _result({})
-    result["envs"]["cartpole"].update({"ours_tf-1": {"frames_per_s": 1500.0}, "ours_ray_tf-1": {"frames_per_s": 3000.0},
+    result["envs"]["cartpole"].update({"ours_tf-1": {"frames_per_s": 1500.0, "startup_s": 12.4},
+                                       "ours_ray_tf-1": {"frames_per_s": 3000.0},
                                        "ours_tf-2": {"frames_per_s": 4000.0}, "ours_ray_tf-2": {"error": "boom"}})
     (fig,) = scenario.figures(result)
     header, rows = fig.tables[0].header, fig.tables[0].rows
     assert header[2:8] == ["ours, tf-dist, PyTorch frames/s", "ours, tf-dist, TF frames/s",
                            "ours, Ray, PyTorch frames/s", "ours, Ray, TF frames/s", "RLlib IMPALA frames/s",
                            "TF / PyTorch compute (tf-dist, Ray)"]
-    assert rows[0][2:8] == [3000.0, 1500.0, 1500.0, 3000.0, 1000.0, "0.50x / 2.00x"]
+    assert rows[0][2:9] == [3000.0, 1500.0, 1500.0, 3000.0, 1000.0, "0.50x / 2.00x", "- / 12 / - / -"]
     assert rows[1][2:8] == ["(timed out after 600 s)", 4000.0, 2500.0, "(boom)", 1000.0, "- / -"]
+    assert header[8] == "start-up s (tf-dist, PyTorch / tf-dist, TF / Ray, PyTorch / Ray, TF)"
     by = {r.name: r.value for r in fig.ratios}
     assert by["IMPALA cartpole 1 actors: ours, tf-dist, TF / RLlib"] == 1.5
     assert by["IMPALA cartpole 1 actors: ours, Ray, TF / RLlib"] == 3.0

@@ -32,6 +32,7 @@ def figures(result: dict[str, Any]) -> list[Figure]:
     panels, series, ratios, rows = [], [], [], []
     columns = [side for side in SIDES if side == "rllib" or any(
         f"{side}-{n}" in sides for sides in result["envs"].values() for n in actors)]
+    startup = any("startup_s" in r for sides in result["envs"].values() for r in sides.values())
     for env, sides in result["envs"].items():
         panel = Panel(title=f"{env}: env frames/s learned from", x_label="actors", y_label="env frames/s",
                       x_log=True, y_log=True)
@@ -55,16 +56,20 @@ def figures(result: dict[str, Any]) -> list[Figure]:
             rows.append([env, n, *(_rate(r) if _rate(r) is not None else f"({r.get('error', 'not run')})"
                                    for r in got.values()),
                          *([compute_ratios(got)] if "ours_tf" in columns or "ours_ray_tf" in columns else []),
+                         *([" / ".join(f"{r['startup_s']:.0f}" if "startup_s" in r else "-"
+                                       for side, r in got.items() if side != "rllib")] if startup else []),
                          " / ".join(f"{r['cpu_utilisation']:.0%}" if "cpu_utilisation" in r else "-"
                                     for r in got.values()),
                          " / ".join(f"{r['load_1min']:.1f}" if "load_1min" in r else "-"
                                     for r in (*got.values(), raw))])
     order = " / ".join([*(SIDES[side].removeprefix("ours, ") for side in columns), "raw"])
+    ours_order = " / ".join(SIDES[side].removeprefix("ours, ") for side in columns if side != "rllib")
     compute = [f"TF / PyTorch compute ({', '.join(e for e, a, b in COMPUTE_PAIRS if b in columns)})"] \
         if "ours_tf" in columns or "ours_ray_tf" in columns else []
     tables = [Table(title=f"{result['seconds']:g} s windows after warm-up, each side in its own process, one after "
                           "the other", header=["env", "actors", *(f"{SIDES[side]} frames/s" for side in columns),
-                                               *compute, "CPU (the machine)", f"1-min load ({order})"],
+                                               *compute, *([f"start-up s ({ours_order})"] if startup else []),
+                                               "CPU (the machine)", f"1-min load ({order})"],
                     rows=rows)]
     curves = result.get("curves") or {}
     if curves:

@@ -1,15 +1,24 @@
-"""Multi-device report: update steps/s and samples/s of synchronous replicas (`SyncReplicas`) at 1, 2, 4 replicas.
+"""Multi-device report: synchronous updates/s and samples/s against replicas, towers and processes side by side.
 
-For each backend and loss (the DQN and the IMPALA learner of `multi_device_graphs`) it times the update
-method of the plain graph (``single``: no strategy) and of the expanded graph at each replica count, with
-the replicas on the given devices (cycled: ``--devices cuda:0`` puts every replica on one GPU). Each
-figure is the median of ``--repeats`` timed runs of at least ``--seconds`` each, after a warm-up, in one
-process. Samples are rows of the batch (DQN) or rollout steps ``T x B`` (IMPALA).
+For one backend per run (a fresh interpreter, `result_isolated`) and each loss (the DQN and the IMPALA learner of
+`multi_device_graphs`, on the Nature CNN by default) it times the update method of:
 
-`result_isolated` measures in a fresh interpreter; a PyTorch-only run never imports TensorFlow (the result
-records whether it was imported). TF devices default to logical CPUs ``/cpu:0``-``/cpu:3`` made before
-TensorFlow starts; PyTorch devices to ``cpu`` (``cuda:0``... where a GPU is given). The figure is the
-``multi_device`` scenario of ``spacegraph report``.
+- ``single``: the plain graph (no strategy), one update of ``batch`` rows;
+- ``towers N``: `SyncReplicas` with N towers in this process, run concurrently
+  (`harness.execution.strategies.concurrent_towers`);
+- ``processes N`` (N >= 2): `ProcessReplicas`, replica 0 in this process and N - 1 replica processes, gradients
+  all-reduced (``execution.strategy: {type: sync-replicas, replicas: N, mode: processes}``).
+
+The per-replica batch is fixed: a replicated update takes N x ``batch`` rows (IMPALA: N x ``rollouts`` rollouts
+of 5 steps), so **updates/s counts synchronous updates, each of N x batch rows** (N x rollouts x 5 steps), and
+samples/s = updates/s x N x batch (N x rollouts x 5). One framework thread per replica: this process runs with one intra-op thread (PyTorch
+and TensorFlow) and ``tf_inter_op`` inter-op threads (1, except for TF towers, whose concurrency is the
+inter-op pool); each replica process runs with one thread (pinned to its own core when there are enough).
+The settings are built, warmed up, then timed in ``repeats`` interleaved rounds of at least ``seconds`` each;
+each figure is the median of its rounds, so a ratio such as processes 2 / single is taken in one run.
+
+The figure is the ``multi_device`` scenario of ``spacegraph report`` (with the Ape-X time to target of
+`multi_device_apex`).
 """
 
 from __future__ import annotations
@@ -24,14 +33,12 @@ import tempfile
 import time
 from typing import Any, Sequence
 
-NOTE_LOGICAL = (
-    "Logical devices (TF logical CPUs, or several PyTorch replicas on `cpu`) share the same cores and memory: "
-    "they show that the expanded graph builds, places its towers, shards the batch and synchronizes "
-    "(what the tests check for correctness), and they measure the strategy's overhead (sharding, one tower "
-    "call per replica, gradient averaging, broadcasting the weights back). They cannot show a speed-up: "
-    "the replicas' work runs on the same cores, one after another or competing for them, so the figures "
-    "fall with more replicas. Whether replicas pay off needs separate physical devices (several GPUs) with "
-    "a model large enough that the per-replica compute outweighs the copies.")
+#: What a row's ``mode`` may be.
+MODES = ("single", "towers", "processes")
+#: Rollout length of the IMPALA learner's batches (`multi_device_graphs.impala_batch`).
+ROLLOUT = 5
+#: The result's format (2: towers and processes; results without ``format`` are the earlier logical-device runs).
+FORMAT = 2
 
 
 def _commit() -> str:
@@ -44,15 +51,14 @@ def _commit() -> str:
         return "unknown"
 
 
-def _machine(backend_names: Sequence[str]) -> dict[str, Any]:
+def _machine(backend: str) -> dict[str, Any]:
     info: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform(),
                             "cpus": os.cpu_count(), "load_average": list(os.getloadavg())}
-    if "torch" in backend_names:
-        import torch
+    import torch  # processes mode needs it on both backends
 
-        info["torch"] = torch.__version__
-        info["cuda"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    if "tf" in backend_names:
+    info["torch"] = torch.__version__
+    info["cuda"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    if backend == "tf":
         import tensorflow as tf
 
         info["tensorflow"] = tf.__version__
@@ -70,98 +76,152 @@ def time_updates(executor: Any, method: str, args: tuple, seconds: float) -> flo
             return n / elapsed
 
 
-def measure(backends: Sequence[str], losses: Sequence[str], replicas: Sequence[int], devices: dict[str, list[str]],
-            batch: int, hidden: Sequence[int], seconds: float, repeats: int, warmup: int = 5) -> list[dict[str, Any]]:
-    """One row per backend, loss and setting (``single`` and each replica count).
+def settings(modes: Sequence[str], replicas: Sequence[int]) -> list[tuple[str, int]]:
+    """``(mode, replicas)`` of every setting: ``single`` first, then towers at each count, processes at each >= 2."""
+    out = [("single", 1)]
+    out += [("towers", n) for n in replicas if "towers" in modes]
+    out += [("processes", n) for n in replicas if "processes" in modes and n >= 2]
+    return out
 
-    The settings of one backend and loss are built first, warmed up, then timed in ``repeats``
-    interleaved rounds (one run of each setting per round), so that load drifting over the
-    measurement affects them alike; each figure is the median of its rounds.
-    """
+
+def make_executor(backend: str, loss: str, network: str, mode: str, count: int,
+                  devices: Sequence[str] | None = None, hidden: Sequence[int] = (64, 64)) -> Any:
+    """The executor of one setting (``devices``: cycled over the replicas; None: the backend's default device)."""
+    from harness.execution.strategies import SyncReplicas, make_strategy
+    from spacegraph.reports import multi_device_graphs as mdg
+
+    method, reduction = mdg.UPDATES[loss]
+    placed = [devices[i % len(devices)] for i in range(count)] if devices else None
+    strategy = None
+    if mode == "towers":
+        default = "cpu" if backend == "torch" else "/cpu:0"
+        strategy = SyncReplicas(placed or [default] * count, [method], reduction=reduction, concurrent=True)
+    elif mode == "processes":
+        spec: dict[str, Any] = {"type": "sync-replicas", "replicas": count, "mode": "processes"}
+        if placed:
+            spec["devices"] = placed
+        strategy = make_strategy({"strategy": spec}, [method], reduction=reduction)
+    return mdg.build(loss, backend, None, hidden=hidden, strategy=strategy, network=network)
+
+
+def _close(executor: Any) -> None:
+    close = getattr(executor, "close", None)
+    if callable(close):
+        close()
+
+
+def measure(backend: str, losses: Sequence[str], modes: Sequence[str], replicas: Sequence[int], network: str,
+            batch: int, rollouts: int, seconds: float, repeats: int, devices: Sequence[str] | None = None,
+            warmup: int = 3) -> list[dict[str, Any]]:
+    """One row per loss and setting (`settings`), timed in interleaved rounds (see the module docstring)."""
     from spacegraph.reports import multi_device_graphs as mdg
 
     rows = []
-    for backend in backends:
-        for loss in losses:
-            method = mdg.UPDATES[loss][0]
-            args = mdg.batch(loss, batch)
-            samples = batch * (args[1].shape[0] if loss == "impala" else 1)
-            first = devices[backend][0]
-            settings = []  # (name, replicas, devices, executor, rates)
-            for name, count in [("single", None), (f"single on {first}", None),
-                                *((f"{n} replicas", n) for n in replicas)]:
-                devs = None if count is None else [devices[backend][i % len(devices[backend])] for i in range(count)]
-                placed = {loss: first} if name != "single" and count is None else None  # the root's scope is the loss name
-                executor = mdg.build(loss, backend, devs, hidden=hidden, device_map=placed)
+    for loss in losses:
+        method = mdg.UPDATES[loss][0]
+        per = rollouts if loss == "impala" else batch
+        built = []  # (mode, count, executor, args, rates)
+        try:
+            for mode, count in settings(modes, replicas):
+                executor = make_executor(backend, loss, network, mode, count, devices)
+                built.append((mode, count, executor, mdg.batch(loss, per * count, network=network), []))
                 for _ in range(warmup):
-                    executor.execute(method, *args)
-                settings.append((name, count, devs or ([first] if placed else ["default"]), executor, []))
+                    executor.execute(method, *built[-1][3])
             for _ in range(repeats):
-                for _, _, _, executor, rates in settings:
+                for _, _, executor, args, rates in built:
                     rates.append(time_updates(executor, method, args, seconds))
-            for name, count, devs, executor, rates in settings:
-                rate = statistics.median(rates)
-                rows.append({"backend": backend, "loss": loss, "replicas": count or 0, "setting": name,
-                             "devices": devs, "batch": batch, "samples_per_update": samples,
-                             "updates_per_s": rate, "samples_per_s": rate * samples, "rounds": rates})
-                print(f"{backend:5s} {loss:6s} {name:18s} {rate:9.1f} updates/s "
-                      f"{rate * samples:11.0f} samples/s  {devs}", flush=True)
+        finally:
+            for _, _, executor, _, _ in built:
+                _close(executor)
+        for mode, count, executor, _, rates in built:
+            rate = statistics.median(rates)
+            samples = per * count * (ROLLOUT if loss == "impala" else 1)
+            describe = getattr(executor.strategy, "describe", None)
+            rows.append({"backend": backend, "loss": loss, "network": network, "mode": mode, "replicas": count,
+                         "setting": "single" if mode == "single" else f"{mode} {count}",
+                         "per_replica_batch": per, "rows_per_update": per * count,
+                         "samples_per_update": samples, "updates_per_s": rate, "samples_per_s": rate * samples,
+                         "rounds": rates, "strategy": describe() if callable(describe) else None})
+            print(f"{backend:5s} {loss:6s} {rows[-1]['setting']:12s} {rate:8.2f} updates/s "
+                  f"{rate * samples:9.0f} samples/s", flush=True)
     return rows
 
 
-def result(backends: Sequence[str], losses: Sequence[str] = ("dqn", "impala"), replicas: Sequence[int] = (1, 2, 4),
-           devices: Sequence[str] | None = None, batch: int = 64, hidden: Sequence[int] = (64, 64),
-           seconds: float = 1.0, repeats: int = 3) -> dict[str, Any]:
-    """`measure` in this process with its settings, the machine and the devices recorded.
+def _check(backend: str, losses: Sequence[str], modes: Sequence[str], replicas: Sequence[int], network: str,
+           batch: int, rollouts: int, seconds: float, repeats: int, tf_inter_op: int) -> None:
+    from spacegraph.reports.multi_device_graphs import NETWORKS
 
-    Args:
-        devices: the devices the replicas cycle over (e.g. ``["cuda:0"]``); None: TF logical CPUs
-            ``/cpu:0``-``/cpu:3`` (made before TensorFlow starts) and PyTorch ``cpu``.
-
-    Raises:
-        ValueError: naming the argument for an unknown backend or loss, no replica count, or a batch smaller
-            than the largest replica count.
-    """
-    bad = [b for b in backends if b not in ("tf", "torch")]
-    if bad or not backends:
-        raise ValueError(f"multi_device: backends: expected some of tf, torch; got {list(backends)!r}")
+    if backend not in ("tf", "torch"):
+        raise ValueError(f"multi_device: backend: expected tf or torch; got {backend!r}")
     if not losses or any(s not in ("dqn", "impala") for s in losses):
         raise ValueError(f"multi_device: losses: expected some of dqn, impala; got {list(losses)!r}")
+    if not modes or any(m not in MODES[1:] for m in modes):
+        raise ValueError(f"multi_device: modes: expected some of towers, processes; got {list(modes)!r}")
     if not replicas or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in replicas):
         raise ValueError(f"multi_device: replicas: expected positive ints; got {list(replicas)!r}")
-    if batch < max(replicas):
-        raise ValueError(f"multi_device: batch {batch} must be at least the largest replica count {max(replicas)}")
-    given = list(devices) if devices else None
-    placed: dict[str, list[str]] = {}
-    if "tf" in backends:
-        from harness.backends.tf.devices import logical_cpus
+    if network not in NETWORKS:
+        raise ValueError(f"multi_device: network: expected one of {', '.join(NETWORKS)}; got {network!r}")
+    for name, value in (("batch", batch), ("rollouts", rollouts), ("repeats", repeats), ("tf_inter_op", tf_inter_op)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"multi_device: {name}: expected a positive int; got {value!r}")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+        raise ValueError(f"multi_device: seconds: expected a positive number; got {seconds!r}")
 
-        placed["tf"] = given or logical_cpus(4)
-    if "torch" in backends:
-        placed["torch"] = given or ["cpu"]
+
+def result(backend: str, losses: Sequence[str] = ("dqn", "impala"), modes: Sequence[str] = ("towers", "processes"),
+           replicas: Sequence[int] = (1, 2, 4), network: str = "nature", batch: int = 32, rollouts: int = 8,
+           seconds: float = 2.0, repeats: int = 3, tf_inter_op: int = 1,
+           devices: Sequence[str] | None = None) -> dict[str, Any]:
+    """`measure` in this process, with one intra-op thread and ``tf_inter_op`` TF inter-op threads (set before the
+    framework starts), the settings, the machine and the load recorded.
+
+    Args:
+        backend: ``tf`` or ``torch`` (processes mode needs PyTorch on both).
+        losses: some of ``dqn``, ``impala``.
+        modes: some of ``towers``, ``processes`` (``single`` is always measured).
+        replicas: the replica counts.
+        network: ``nature`` (the Nature DQN CNN on 84x84x4 frames) or ``mlp`` (two dense layers of 64).
+        batch: DQN rows per replica.
+        rollouts: IMPALA rollouts (of 5 steps) per replica.
+        seconds, repeats: each round's minimum length and the number of interleaved rounds.
+        tf_inter_op: TensorFlow's inter-op threads (towers run concurrently with 2 or more).
+        devices: the devices the replicas cycle over (None: the backend's default device).
+
+    Raises:
+        ValueError: naming the argument, what was expected and what came.
+    """
+    _check(backend, losses, modes, replicas, network, batch, rollouts, seconds, repeats, tf_inter_op)
+    from harness.backends import get_threads, set_threads
+
+    set_threads("torch", 1)
+    if backend == "tf":
+        set_threads("tf", 1, inter_op=False)
+        import tensorflow as tf
+
+        tf.config.threading.set_inter_op_parallelism_threads(tf_inter_op)
     load_start = list(os.getloadavg())
-    rows = measure(backends, losses, replicas, placed, batch, hidden, seconds, repeats)
-    real = bool(given) and any(d.startswith(("cuda", "/gpu", "gpu")) for d in given)
-    return {"commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "machine_name": platform.node(), "machine": {**_machine(backends), "load_average": load_start},
-            "batch": batch, "hidden": list(hidden), "seconds": seconds, "repeats": repeats, "devices": placed,
+    rows = measure(backend, losses, modes, replicas, network, batch, rollouts, seconds, repeats, devices)
+    return {"format": FORMAT, "commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "machine_name": platform.node(), "machine": {**_machine(backend), "load_average": load_start},
+            "backend": backend, "network": network, "batch": batch, "rollouts": rollouts, "seconds": seconds,
+            "repeats": repeats, "devices": list(devices) if devices else None,
+            "threads": {"torch": get_threads("torch"), **({"tf": get_threads("tf")} if backend == "tf" else {})},
             "rows": rows, "load_average_end": list(os.getloadavg()),
-            "tensorflow_imported": "tensorflow" in sys.modules,
-            "note": ("Devices given: " + ", ".join(given) + ". Replicas beyond the number of devices share one. "
-                     if real else "") + NOTE_LOGICAL}
+            "tensorflow_imported": "tensorflow" in sys.modules}
 
 
 def result_isolated(timeout: float = 1800.0, **kwargs: Any) -> dict[str, Any]:
-    """`result` in a fresh interpreter (TensorFlow's logical CPUs need a runtime not started yet; a PyTorch-only
-    run never imports TensorFlow), with ``kwargs`` passed as JSON.
+    """`result` in a fresh interpreter (thread pools set before the framework starts; a PyTorch run never imports
+    TensorFlow), with ``kwargs`` passed as JSON.
 
     Raises:
         RuntimeError: with the child's output tail when it fails; ValueError: for bad arguments (as `result`).
     """
     with tempfile.TemporaryDirectory(prefix="multi_device_") as tmp:
         out = os.path.join(tmp, "result.json")
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         done = subprocess.run([sys.executable, "-m", "spacegraph.reports.multi_device", json.dumps(kwargs), out],
-                              capture_output=True, text=True, timeout=timeout)
+                              capture_output=True, text=True, timeout=timeout, env=env)
         if done.returncode == 2:
             raise ValueError(done.stderr.strip().splitlines()[-1])
         if done.returncode != 0 or not os.path.exists(out):

@@ -16,17 +16,37 @@ from harness.execution.strategies import DeviceStrategy, SyncReplicas
 #: The update method each loss's graph replicates, and how its loss reduces the batch.
 UPDATES = {"dqn": ("update_from_batch", "mean"), "impala": ("update", "sum")}
 LOSSES = tuple(UPDATES)
+#: The networks `build` and `batch` take: ``mlp`` (dense layers of ``hidden`` on 4 floats) or ``nature`` (the Nature
+#: DQN CNN on ``float32[84,84,4]`` frames, `nature_dqn_layers`).
+NETWORKS = ("mlp", "nature")
+NATURE_OBS = (84, 84, 4)
 
 
-def dqn_graph(obs: int = 4, actions: int = 2, hidden: Sequence[int] = (16,), memory: bool = False) -> tuple[Any, dict]:
-    """A `DQNGraph` (double Q, Adam with clipping) and its input spaces (``memory`` adds an in-graph replay)."""
+def _layers(hidden: Sequence[int], network: str) -> list[dict[str, Any]]:
+    if network == "nature":
+        from reference_agents.components.nn import nature_dqn_layers
+
+        return nature_dqn_layers()
+    if network != "mlp":
+        raise ValueError(f"multi_device_graphs: network must be one of {NETWORKS}; got {network!r}")
+    return [{"type": "dense", "units": int(u), "activation": "relu"} for u in hidden]
+
+
+def _obs_shape(obs: int, network: str) -> tuple[int, ...]:
+    return NATURE_OBS if network == "nature" else (obs,)
+
+
+def dqn_graph(obs: int = 4, actions: int = 2, hidden: Sequence[int] = (16,), memory: bool = False,
+              network: str = "mlp") -> tuple[Any, dict]:
+    """A `DQNGraph` (double Q, Adam with clipping) and its input spaces (``memory`` adds an in-graph replay;
+    ``network``: one of `NETWORKS`)."""
     from harness.spaces import BoolBox, Dict, FloatBox, IntBox
     from reference_agents.agents.dqn.graph import DQNGraph
 
-    state = FloatBox((obs,))
+    state = FloatBox(_obs_shape(obs, network))
     records = Dict(states=state, actions=IntBox(actions), rewards=FloatBox(()), terminals=BoolBox(),
                    next_states=state, discounts=FloatBox((), 0.0, 1.0)).with_batch_rank()
-    layers = [{"type": "dense", "units": int(u), "activation": "relu"} for u in hidden]
+    layers = _layers(hidden, network)
     graph = DQNGraph(actions, layers, False, {"type": "replay", "capacity": 64} if memory else None,
                      {"gamma": 0.9, "double_q": True}, {"type": "adam", "learning_rate": 0.01, "clip_grad_norm": 5.0},
                      {"type": "constant", "value": 0.1}, record_space=records)
@@ -42,51 +62,54 @@ def dqn_methods(memory: bool = False) -> list[str]:
     return ["act", "update_from_batch", "sync_target"] + (["insert_records", "update_from_memory"] if memory else [])
 
 
-def dqn_batch(size: int, obs: int = 4, actions: int = 2, seed: int = 0) -> tuple:
+def dqn_batch(size: int, obs: int = 4, actions: int = 2, seed: int = 0, network: str = "mlp") -> tuple:
     """``(records, importance_weights)`` for `dqn_graph`'s ``update_from_batch``."""
     rng = np.random.default_rng(seed)
-    records = dict(states=rng.normal(size=(size, obs)).astype(np.float32), actions=rng.integers(0, actions, size),
+    shape = _obs_shape(obs, network)
+    records = dict(states=rng.normal(size=(size, *shape)).astype(np.float32), actions=rng.integers(0, actions, size),
                    rewards=rng.normal(size=size).astype(np.float32), terminals=rng.random(size) < 0.2,
-                   next_states=rng.normal(size=(size, obs)).astype(np.float32),
+                   next_states=rng.normal(size=(size, *shape)).astype(np.float32),
                    discounts=np.full(size, 0.9, np.float32))
     return records, rng.uniform(0.5, 1.0, size).astype(np.float32)
 
 
-def impala_graph(obs: int = 4, actions: int = 3, hidden: Sequence[int] = (16,), reduction: str = "sum") -> tuple[Any, dict]:
+def impala_graph(obs: int = 4, actions: int = 3, hidden: Sequence[int] = (16,), reduction: str = "sum",
+                 network: str = "mlp") -> tuple[Any, dict]:
     """An `IMPALAGraph` (feed-forward, RMSProp with clipping) and its input spaces (time-major rollouts)."""
     from harness.spaces import FloatBox
     from reference_agents.agents.impala.graph import IMPALAGraph
 
-    layers = [{"type": "dense", "units": int(u), "activation": "relu"} for u in hidden]
+    layers = _layers(hidden, network)
     graph = IMPALAGraph(actions, layers, None, {"gamma": 0.99, "baseline_cost": 0.5, "entropy_cost": 0.01,
                                                 "reduction": reduction},
                         {"type": "rmsprop", "learning_rate": 0.01, "clip_grad_norm": 40.0})
-    state = FloatBox((obs,))
+    state = FloatBox(_obs_shape(obs, network))
     spaces = {"states": state.with_batch_rank(), "rollout_states": state.with_ranks(True, True, time_major=True),
               "actions": f"int64[T,B](0,{actions - 1})", "rewards": "float32[T,B]",
               "discounts": "float32[T,B](0,1)", "behaviour_logits": f"float32[T,B,{actions}]"}
     return graph, spaces
 
 
-def impala_batch(size: int, length: int = 5, obs: int = 4, actions: int = 3, seed: int = 0) -> tuple:
+def impala_batch(size: int, length: int = 5, obs: int = 4, actions: int = 3, seed: int = 0,
+                 network: str = "mlp") -> tuple:
     """``(rollout_states [T+1,B], actions, rewards, discounts, behaviour_logits [T,B])`` for ``update``."""
     rng = np.random.default_rng(seed)
-    return (rng.normal(size=(length + 1, size, obs)).astype(np.float32),
+    return (rng.normal(size=(length + 1, size, *_obs_shape(obs, network))).astype(np.float32),
             rng.integers(0, actions, (length, size)), rng.normal(size=(length, size)).astype(np.float32),
             np.full((length, size), 0.99, np.float32), rng.normal(size=(length, size, actions)).astype(np.float32))
 
 
 def build(loss: str, backend: str, devices: Sequence[str] | None, seed: int = 0, hidden: Sequence[int] = (16,),
           memory: bool = False, device_map: dict[str, str] | None = None,
-          strategy: DeviceStrategy | None = None) -> GraphExecutor:
+          strategy: DeviceStrategy | None = None, network: str = "mlp") -> GraphExecutor:
     """An executor over the ``loss`` graph: single-device with ``devices`` None, else `SyncReplicas`
-    (or the ``strategy`` given)."""
+    (or the ``strategy`` given); ``network``: one of `NETWORKS`."""
     method, reduction = UPDATES[loss]
     if loss == "dqn":
-        graph, spaces = dqn_graph(hidden=hidden, memory=memory)
+        graph, spaces = dqn_graph(hidden=hidden, memory=memory, network=network)
         methods = dqn_methods(memory)
     else:
-        graph, spaces = impala_graph(hidden=hidden, reduction=reduction)
+        graph, spaces = impala_graph(hidden=hidden, reduction=reduction, network=network)
         methods = ["act", "update"]
     if strategy is None:
         strategy = DeviceStrategy() if devices is None else SyncReplicas(list(devices), [method], reduction=reduction)
@@ -94,9 +117,10 @@ def build(loss: str, backend: str, devices: Sequence[str] | None, seed: int = 0,
                          device_map=device_map)
 
 
-def batch(loss: str, size: int, seed: int = 0) -> tuple:
+def batch(loss: str, size: int, seed: int = 0, network: str = "mlp") -> tuple:
     """The inputs of the ``loss`` graph's update method for a batch of ``size`` (rollouts for IMPALA)."""
-    return dqn_batch(size, seed=seed) if loss == "dqn" else impala_batch(size, seed=seed)
+    return dqn_batch(size, seed=seed, network=network) if loss == "dqn" else impala_batch(size, seed=seed,
+                                                                                          network=network)
 
 
 def main_weights(executor: GraphExecutor) -> dict[str, np.ndarray]:

@@ -147,6 +147,18 @@ def measure(backend: str, losses: Sequence[str], modes: Sequence[str], replicas:
     return rows
 
 
+def over_single(rows: Sequence[dict[str, Any]], loss: str, setting: str) -> float:
+    """Samples/s of ``setting`` (e.g. ``"processes 2"``) over the same run's ``single`` for ``loss``.
+
+    Raises:
+        KeyError: naming the loss and setting when the rows lack either.
+    """
+    rates = {r["setting"]: r["samples_per_s"] for r in rows if r["loss"] == loss}
+    if setting not in rates or "single" not in rates:
+        raise KeyError(f"multi_device: no {loss!r} rows for {setting!r} and 'single'; got {sorted(rates)}")
+    return rates[setting] / rates["single"]
+
+
 def _check(backend: str, losses: Sequence[str], modes: Sequence[str], replicas: Sequence[int], network: str,
            batch: int, rollouts: int, seconds: float, repeats: int, tf_inter_op: int) -> None:
     from spacegraph.reports.multi_device_graphs import NETWORKS

@@ -121,3 +121,11 @@ def test_bad_settings_are_named(kwargs, message):
         multi_device.result(**kwargs)
     with pytest.raises(ValueError, match=message):  # from the child, as one line
         multi_device.result_isolated(timeout=120, **kwargs)
+
+
+def test_over_single_is_the_setting_over_the_same_runs_single(torch_run):
+    rows = _nature(torch_run)["rows"]
+    assert multi_device.over_single(rows, "dqn", "processes 2") == pytest.approx(9.0 * 6 / (10.0 * 3))
+    assert multi_device.over_single(rows, "impala", "towers 2") == pytest.approx(7.0 * 20 / (10.0 * 10))
+    with pytest.raises(KeyError, match="no 'dqn' rows for 'processes 4' and 'single'"):
+        multi_device.over_single(rows, "dqn", "processes 4")

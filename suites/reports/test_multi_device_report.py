@@ -54,8 +54,10 @@ def test_figure_gives_each_setting_over_single_and_the_goal_on_dqn_processes(tor
     assert fig.headline == f"{goal[0].name}: 1.80 (target >= 1.7)"
     rows = {(r[1], r[2]): r for r in fig.tables[0].rows}
     assert rows[("impala", "towers 2")][-1] == pytest.approx(7.0 * 20 / (10.0 * 10))
-    processes = [s for s in fig.series if s.label == "processes" and s.panel.startswith("torch dqn")]
-    assert processes[0].x == [1, 2]  # 1 replica is the plain graph
+    assert [p.title for p in fig.panels] == ["dqn (nature): samples/s against replicas",
+                                             "impala (nature): samples/s against replicas"]
+    processes = [s for s in fig.series if s.label == "torch processes" and s.panel.startswith("dqn")]
+    assert processes[0].x == [1, 2] and processes[0].y == [30.0, 54.0]  # 1 replica is the plain graph
     assert "N x 3 rows" in fig.notes[0]
 
 

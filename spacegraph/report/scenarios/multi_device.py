@@ -38,20 +38,21 @@ def _label(result: dict[str, Any]) -> str:
 
 def throughput_figure(result: dict[str, Any]) -> Figure:
     """Samples/s against replicas per group, the table, and each setting's samples/s over its group's single."""
-    panels, series, ratios, cells = [], [], [], []
+    panels: dict[str, Panel] = {}
+    series, ratios, cells = [], [], []
     for part in result["throughput"]:
         label = _label(part)
         for loss in dict.fromkeys(r["loss"] for r in part["rows"]):
             own = [r for r in part["rows"] if r["loss"] == loss]
             single = next(r for r in own if r["mode"] == "single")
-            panel = Panel(title=f"{label} {loss} ({part['network']}): samples/s", x_label="replicas",
-                          y_label="samples/s")
-            panels.append(panel)
+            title = f"{loss} ({part['network']}): samples/s against replicas"
+            panel = panels.setdefault(title, Panel(title=title, x_label="replicas (1: the plain graph for processes)",
+                                                   y_label="samples/s"))
             for mode in ("towers", "processes"):
                 pts = ([single] if mode == "processes" else []) + [r for r in own if r["mode"] == mode]
                 if len(pts) > (mode == "processes"):
-                    series.append(Series(mode, [r["replicas"] for r in pts], [r["samples_per_s"] for r in pts],
-                                         panel=panel.title))
+                    series.append(Series(f"{label} {mode}", [r["replicas"] for r in pts],
+                                         [r["samples_per_s"] for r in pts], panel=panel.title))
             for r in own:
                 vs = r["samples_per_s"] / single["samples_per_s"]
                 cells.append([label, loss, r["setting"], r["rows_per_update"], r["updates_per_s"], r["samples_per_s"],
@@ -80,8 +81,8 @@ def throughput_figure(result: dict[str, Any]) -> Figure:
     goal = [r for r in ratios if r.target]
     headline = (f"{goal[0].name}: {goal[0].value:.2f} (target >= {TARGET:g})" if goal else
                 (f"{ratios[0].name}: {ratios[0].value:.2f}" if ratios else "no replica rows"))
-    return Figure(name="multi_device", title=TITLE, figure_ref="RLgraph Fig. 8", panels=panels, series=series,
-                  ratios=ratios, tables=[table], notes=notes, raw=result, headline=headline)
+    return Figure(name="multi_device", title=TITLE, figure_ref="RLgraph Fig. 8", panels=list(panels.values()),
+                  series=series, ratios=ratios, tables=[table], notes=notes, raw=result, headline=headline)
 
 
 def _median(values: list[float]) -> float | None:

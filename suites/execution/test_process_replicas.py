@@ -61,7 +61,8 @@ def test_two_processes_equal_one_device_on_the_whole_batch(backend, loss, size):
 
 
 def test_three_replicas_odd_batch_torch():
-    """Three processes on 7 rows (3 + 2 + 2) with importance weights."""
+    """Three processes on 7 rows (3 + 2 + 2) with importance weights (the suite's listener watch, on for every
+    distributed test, fails it if the group listens anywhere but loopback)."""
     single, multi = mdg.build("dqn", "torch", None), processes("dqn", "torch", replicas=3)
     try:
         for step in range(2):
@@ -92,3 +93,28 @@ def test_torch_all_reduce_starts_before_the_backward_pass_ends():
         assert [events[i][1] for i in launches] == list(range(len(launches)))
     finally:
         multi.close()
+
+
+def _cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.skipif(_cuda_devices() == 0, reason="NCCL needs a CUDA GPU (torch.cuda.is_available() is False here)")
+def test_nccl_processes_equal_one_device():
+    """Two replica processes on CUDA (one GPU each where there are two) all-reduce with NCCL."""
+    devices = [f"cuda:{i % _cuda_devices()}" for i in range(2)]
+    single = mdg.build("dqn", "torch", None, device_map={"dqn": "cuda:0"})
+    multi = processes("dqn", "torch", devices=devices)
+    try:
+        assert multi.strategy.describe()["backend"] == "nccl"
+        for step in range(3):
+            args = mdg.batch("dqn", 7, seed=step)
+            a, b = single.execute("update_from_batch", *args), multi.execute("update_from_batch", *args)
+            np.testing.assert_allclose(a[0], b[0], rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(a[2], b[2], rtol=1e-5, atol=1e-5)
+        assert max_diff(mdg.main_weights(single), mdg.main_weights(multi)) < 1e-5
+    finally:
+        multi.close()
+    assert multiprocessing.active_children() == []

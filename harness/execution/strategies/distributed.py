@@ -23,7 +23,7 @@ import time
 import traceback
 from typing import Any, Callable, Sequence
 
-from harness.execution.loopback import LOOPBACK
+from harness.execution.strategies.process_comm import loopback_gloo_group
 from harness.execution.strategies.replicas import SyncReplicas, TowerStepMixin
 from harness.graph import api, graph_fn
 from harness.spaces import FloatBox
@@ -93,12 +93,7 @@ LOOPBACK_GLOO = "gloo_loopback"
 
 def _loopback_gloo(store: Any, rank: int, size: int, timeout: Any) -> Any:
     """A gloo process group whose only device is bound to 127.0.0.1 (the creator `LOOPBACK_GLOO` names)."""
-    import torch.distributed as dist
-
-    options = dist.ProcessGroupGloo._Options()
-    options._timeout = timeout
-    options._devices = [dist.ProcessGroupGloo.create_device(hostname=LOOPBACK)]
-    return dist.ProcessGroupGloo(store, rank, size, options)
+    return loopback_gloo_group(store, rank, size, timeout)
 
 
 def _init_process_group(backend: str, store_file: str, rank: int, world: int) -> None:

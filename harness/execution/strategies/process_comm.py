@@ -38,18 +38,26 @@ def make_group(backend: str, store_file: str, rank: int, world: int, timeout_s: 
     """A torch.distributed process group of ``world`` ranks meeting at ``store_file`` (gloo: on 127.0.0.1)."""
     import torch.distributed as dist
 
-    from harness.execution.loopback import LOOPBACK
-
     store = dist.FileStore(store_file, world)
     timeout = timedelta(seconds=timeout_s)
     if backend == "nccl":
         options = dist.ProcessGroupNCCL.Options()
         options._timeout = timeout
         return dist.ProcessGroupNCCL(store, rank, world, options)
+    return loopback_gloo_group(store, rank, world, timeout)
+
+
+def loopback_gloo_group(store: Any, rank: int, size: int, timeout: timedelta) -> Any:
+    """A gloo process group over ``store`` whose only device is bound to 127.0.0.1 (torch's own "gloo" binds
+    the address the machine's hostname resolves to, or the interface ``GLOO_SOCKET_IFNAME`` names)."""
+    import torch.distributed as dist
+
+    from harness.execution.loopback import LOOPBACK
+
     options = dist.ProcessGroupGloo._Options()
     options._timeout = timeout
     options._devices = [dist.ProcessGroupGloo.create_device(hostname=LOOPBACK)]
-    return dist.ProcessGroupGloo(store, rank, world, options)
+    return dist.ProcessGroupGloo(store, rank, size, options)
 
 
 def _allreduce(group: Any, tensor: Any) -> Any:

@@ -159,3 +159,13 @@ def test_agent_config_errors_name_the_file_and_key(tmp_path, strategy, problem):
     text = str(err.value)
     assert str(path) in text and problem in text, text
     assert "<strategy" not in text  # pydantic's union tags stay out of the key paths
+
+
+def test_every_strategy_describes_itself_with_the_same_keys():
+    keys = {"type", "mode", "replicas", "backend", "devices"}
+    local = make_strategy(None, ["u"]).describe()
+    towers = make_strategy({"strategy": {"replicas": 2, "mode": "towers"}}, ["u"]).describe()
+    procs = make_strategy({"strategy": {"replicas": 2}}, ["u"]).describe()
+    assert keys <= set(local) and keys <= set(towers) and keys <= set(procs)
+    assert (local["replicas"], towers["replicas"], procs["replicas"]) == (1, 2, 2)
+    assert (towers["mode"], procs["mode"]) == ("towers", "processes")

@@ -421,6 +421,7 @@ class SyncReplicas(DeviceStrategy):
         return self.reduction
 
     def describe(self) -> dict[str, Any]:
-        """The strategy as config: ``{"strategy", "devices", "methods", "reduction"}``."""
-        return {"strategy": self.name, "devices": list(self.devices), "methods": list(self.methods),
-                "reduction": self.reduction}
+        """The strategy for results and logs: ``{"type", "mode": "towers", "replicas", "backend": None, "devices",
+        "methods", "reduction"}`` (the keys every strategy's ``describe`` has, then its own)."""
+        return {"type": self.name, "mode": "towers", "replicas": len(self.devices), "backend": None,
+                "devices": list(self.devices), "methods": list(self.methods), "reduction": self.reduction}

@@ -17,9 +17,10 @@ from harness.execution.strategies import DeviceStrategy, SyncReplicas
 UPDATES = {"dqn": ("update_from_batch", "mean"), "impala": ("update", "sum")}
 LOSSES = tuple(UPDATES)
 #: The networks `build` and `batch` take: ``mlp`` (dense layers of ``hidden`` on 4 floats) or ``nature`` (the Nature
-#: DQN CNN on ``float32[84,84,4]`` frames, `nature_dqn_layers`).
+#: DQN CNN, `nature_dqn_layers`, on ``uint8[84,84,4]`` Atari frames that the graph divides by 255, as dqn_pong's).
 NETWORKS = ("mlp", "nature")
 NATURE_OBS = (84, 84, 4)
+NATURE_PREPROCESSING = [{"type": "divide", "divisor": 255}]
 
 
 def _layers(hidden: Sequence[int], network: str) -> list[dict[str, Any]]:
@@ -32,8 +33,20 @@ def _layers(hidden: Sequence[int], network: str) -> list[dict[str, Any]]:
     return [{"type": "dense", "units": int(u), "activation": "relu"} for u in hidden]
 
 
-def _obs_shape(obs: int, network: str) -> tuple[int, ...]:
-    return NATURE_OBS if network == "nature" else (obs,)
+def _state_space(obs: int, network: str) -> Any:
+    from harness.spaces import FloatBox, IntBox
+
+    return IntBox(low=0, high=255, shape=NATURE_OBS, dtype="uint8") if network == "nature" else FloatBox((obs,))
+
+
+def _states(rng: np.random.Generator, lead: tuple[int, ...], obs: int, network: str) -> np.ndarray:
+    if network == "nature":
+        return rng.integers(0, 256, (*lead, *NATURE_OBS), dtype=np.uint8)
+    return rng.normal(size=(*lead, obs)).astype(np.float32)
+
+
+def _preprocessing(network: str) -> list[dict[str, Any]] | None:
+    return [dict(p) for p in NATURE_PREPROCESSING] if network == "nature" else None
 
 
 def dqn_graph(obs: int = 4, actions: int = 2, hidden: Sequence[int] = (16,), memory: bool = False,
@@ -43,13 +56,13 @@ def dqn_graph(obs: int = 4, actions: int = 2, hidden: Sequence[int] = (16,), mem
     from harness.spaces import BoolBox, Dict, FloatBox, IntBox
     from reference_agents.agents.dqn.graph import DQNGraph
 
-    state = FloatBox(_obs_shape(obs, network))
+    state = _state_space(obs, network)
     records = Dict(states=state, actions=IntBox(actions), rewards=FloatBox(()), terminals=BoolBox(),
                    next_states=state, discounts=FloatBox((), 0.0, 1.0)).with_batch_rank()
     layers = _layers(hidden, network)
     graph = DQNGraph(actions, layers, False, {"type": "replay", "capacity": 64} if memory else None,
                      {"gamma": 0.9, "double_q": True}, {"type": "adam", "learning_rate": 0.01, "clip_grad_norm": 5.0},
-                     {"type": "constant", "value": 0.1}, record_space=records)
+                     {"type": "constant", "value": 0.1}, record_space=records, preprocessing=_preprocessing(network))
     spaces = {"states": state.with_batch_rank(), "time_step": "int64[]", "records": records,
               "importance_weights": "float32[B]"}
     if memory:
@@ -65,10 +78,9 @@ def dqn_methods(memory: bool = False) -> list[str]:
 def dqn_batch(size: int, obs: int = 4, actions: int = 2, seed: int = 0, network: str = "mlp") -> tuple:
     """``(records, importance_weights)`` for `dqn_graph`'s ``update_from_batch``."""
     rng = np.random.default_rng(seed)
-    shape = _obs_shape(obs, network)
-    records = dict(states=rng.normal(size=(size, *shape)).astype(np.float32), actions=rng.integers(0, actions, size),
+    records = dict(states=_states(rng, (size,), obs, network), actions=rng.integers(0, actions, size),
                    rewards=rng.normal(size=size).astype(np.float32), terminals=rng.random(size) < 0.2,
-                   next_states=rng.normal(size=(size, *shape)).astype(np.float32),
+                   next_states=_states(rng, (size,), obs, network),
                    discounts=np.full(size, 0.9, np.float32))
     return records, rng.uniform(0.5, 1.0, size).astype(np.float32)
 
@@ -76,14 +88,14 @@ def dqn_batch(size: int, obs: int = 4, actions: int = 2, seed: int = 0, network:
 def impala_graph(obs: int = 4, actions: int = 3, hidden: Sequence[int] = (16,), reduction: str = "sum",
                  network: str = "mlp") -> tuple[Any, dict]:
     """An `IMPALAGraph` (feed-forward, RMSProp with clipping) and its input spaces (time-major rollouts)."""
-    from harness.spaces import FloatBox
     from reference_agents.agents.impala.graph import IMPALAGraph
 
     layers = _layers(hidden, network)
     graph = IMPALAGraph(actions, layers, None, {"gamma": 0.99, "baseline_cost": 0.5, "entropy_cost": 0.01,
                                                 "reduction": reduction},
-                        {"type": "rmsprop", "learning_rate": 0.01, "clip_grad_norm": 40.0})
-    state = FloatBox(_obs_shape(obs, network))
+                        {"type": "rmsprop", "learning_rate": 0.01, "clip_grad_norm": 40.0},
+                        preprocessing=_preprocessing(network))
+    state = _state_space(obs, network)
     spaces = {"states": state.with_batch_rank(), "rollout_states": state.with_ranks(True, True, time_major=True),
               "actions": f"int64[T,B](0,{actions - 1})", "rewards": "float32[T,B]",
               "discounts": "float32[T,B](0,1)", "behaviour_logits": f"float32[T,B,{actions}]"}
@@ -94,7 +106,7 @@ def impala_batch(size: int, length: int = 5, obs: int = 4, actions: int = 3, see
                  network: str = "mlp") -> tuple:
     """``(rollout_states [T+1,B], actions, rewards, discounts, behaviour_logits [T,B])`` for ``update``."""
     rng = np.random.default_rng(seed)
-    return (rng.normal(size=(length + 1, size, *_obs_shape(obs, network))).astype(np.float32),
+    return (_states(rng, (length + 1, size), obs, network),
             rng.integers(0, actions, (length, size)), rng.normal(size=(length, size)).astype(np.float32),
             np.full((length, size), 0.99, np.float32), rng.normal(size=(length, size, actions)).astype(np.float32))
 

@@ -148,7 +148,7 @@ def measure(quick: bool, seeds: int, progress: Any = None, apex: bool = True) ->
         if progress is not None:
             progress.step(f"{backend} {'/'.join(modes)}: dqn and impala, Nature CNN, replicas {replicas}")
         parts.append(result_isolated(backend=backend, modes=list(modes), replicas=replicas, tf_inter_op=inter_op,
-                                     seconds=0.5 if quick else 1.5, repeats=2 if quick else 3))
+                                     seconds=0.5 if quick else 1.0, repeats=2 if quick else 3))
     out: dict[str, Any] = {"format": FORMAT, "throughput": parts, "apex": None}
     if apex:
         out["apex"] = measure_apex(list(range(seeds)), max_seconds=30.0 if quick else 60.0,

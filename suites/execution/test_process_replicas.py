@@ -118,3 +118,21 @@ def test_nccl_processes_equal_one_device():
     finally:
         multi.close()
     assert multiprocessing.active_children() == []
+
+
+def test_replicas_are_pinned_to_their_own_cores_when_there_are_enough():
+    import os
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip(f"one usable core ({cores}): nothing to pin to")
+    pinned, free = processes("dqn", "torch"), processes("dqn", "torch", pin=False)
+    try:
+        for multi in (pinned, free):  # an update: the replicas have started and reported ready
+            multi.execute("update_from_batch", *mdg.batch("dqn", 4))
+        assert os.sched_getaffinity(pinned.strategy.pids[0]) == {cores[1]}  # replica 1 on core 1 % cores
+        assert os.sched_getaffinity(free.strategy.pids[0]) == set(cores)
+        assert os.sched_getaffinity(0) == set(cores)  # replica 0 (this process) keeps its cores
+    finally:
+        pinned.close()
+        free.close()

@@ -22,28 +22,51 @@ def _identity(x: Any) -> Any:
 
 class _Changes:
     """Which synced variables replica 0 changed since `mark`: on PyTorch by the tensors' version counters (an
-    in-place write moves them; nothing is copied), on TF by comparing values with a copy taken at `mark`."""
+    in-place write moves them; nothing is copied), on TF by comparing them in TF with a copy `mark` takes
+    there (`_tf_snapshot`)."""
 
     def __init__(self, backend: Any, variables: list[Any]) -> None:
-        self.backend, self.variables = backend, variables
+        self.variables = variables
         self.torch = backend.name == "torch"
-        self.seen: list[Any] | None = None  # None: nothing broadcast yet (the first call sends everything)
-
-    def _state(self) -> list[Any]:
-        if self.torch:
-            return [v._version for v in self.variables]
-        return [self.backend.variable_value(v) for v in self.variables]
+        self.seen: list[int] | None = None  # None: nothing broadcast yet (the first call sends everything)
+        self._differ, self._copy = (None, None) if self.torch or not variables else _tf_snapshot(variables)
 
     def changed(self) -> list[int]:
         if self.seen is None:
             return list(range(len(self.variables)))
-        now = self._state()
         if self.torch:
-            return [i for i, (a, b) in enumerate(zip(now, self.seen)) if a != b]
-        return [i for i, (a, b) in enumerate(zip(now, self.seen)) if not np.array_equal(a, b)]
+            return [i for i, (v, seen) in enumerate(zip(self.variables, self.seen)) if v._version != seen]
+        return [int(i) for i in np.flatnonzero(self._differ().numpy())] if self.variables else []
 
     def mark(self) -> None:
-        self.seen = self._state()
+        if self.torch:
+            self.seen = [v._version for v in self.variables]
+        else:
+            self.seen = []
+            if self.variables:
+                self._copy()
+
+
+def _tf_snapshot(variables: list[Any]) -> tuple[Callable, Callable]:
+    """``(differ, copy)``: TF functions over a copy of ``variables`` kept beside them: ``differ()`` says per
+    variable whether it differs from the copy (exactly, element by element), ``copy()`` renews the copy."""
+    import tensorflow as tf
+
+    snaps = []
+    for v in variables:
+        with tf.device(v.device):
+            snaps.append(tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False))
+
+    @tf.function(autograph=False)
+    def differ() -> Any:
+        return tf.stack([tf.reduce_any(tf.not_equal(v, s)) for v, s in zip(variables, snaps)])
+
+    @tf.function(autograph=False)
+    def copy() -> None:
+        for v, s in zip(variables, snaps):
+            s.assign(v)
+
+    return differ, copy
 
 
 class ReplicatedCall:

@@ -107,6 +107,7 @@ def test_impala_agent_with_two_processes_learns_as_the_local_one():
 
 
 def test_make_strategy_takes_both_forms():
+    pytest.importorskip("torch", reason="processes mode all-reduces through torch.distributed")
     assert isinstance(make_strategy({"strategy": {"type": "sync-replicas", "replicas": 1}}, ["u"]), DeviceStrategy)
     towers = make_strategy({"strategy": {"replicas": 3, "mode": "towers"}}, ["u"])
     assert isinstance(towers, SyncReplicas) and towers.devices == ["cpu"] * 3
@@ -131,6 +132,7 @@ def test_make_strategy_takes_both_forms():
     ({"replicas": 2, "gpus": 2}, r"execution\.strategy: unknown key\(s\) \['gpus'\]"),
 ])
 def test_make_strategy_errors_name_the_key(strategy, message):
+    pytest.importorskip("torch", reason="processes mode all-reduces through torch.distributed")
     with pytest.raises(ValueError, match=message):
         make_strategy({"strategy": strategy}, ["u"])
 
@@ -162,6 +164,7 @@ def test_agent_config_errors_name_the_file_and_key(tmp_path, strategy, problem):
 
 
 def test_every_strategy_describes_itself_with_the_same_keys():
+    pytest.importorskip("torch", reason="processes mode all-reduces through torch.distributed")
     keys = {"type", "mode", "replicas", "backend", "devices"}
     local = make_strategy(None, ["u"]).describe()
     towers = make_strategy({"strategy": {"replicas": 2, "mode": "towers"}}, ["u"]).describe()
@@ -169,3 +172,15 @@ def test_every_strategy_describes_itself_with_the_same_keys():
     assert keys <= set(local) and keys <= set(towers) and keys <= set(procs)
     assert (local["replicas"], towers["replicas"], procs["replicas"]) == (1, 2, 2)
     assert (towers["mode"], procs["mode"]) == ("towers", "processes")
+
+
+def test_processes_mode_without_pytorch_says_what_to_install(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    with pytest.raises(ValueError, match=r"execution\.strategy: ProcessReplicas: processes mode all-reduces through "
+                                         r"torch\.distributed on both backends, and PyTorch is not installed "
+                                         r"\(pip install 'spacegraph\[torch\]'\)"):
+        make_strategy({"strategy": {"replicas": 2}}, ["u"])
+    assert isinstance(make_strategy({"strategy": {"replicas": 2, "mode": "towers"}}, ["u"]), SyncReplicas)

@@ -51,12 +51,11 @@ def print_interrupted(trainer: Any, resume_flags: str = "") -> None:
 def replica_failure(exc: BaseException) -> BaseException | None:
     """The `ReplicaFailure` (a replica process of the update died) that ``exc`` is or was raised from (an Ape-X
     learner thread's error is raised again by the driver), else None."""
-    from harness.execution import strategies
+    from harness.execution.strategies import ReplicaFailure
 
-    failure_type = getattr(strategies, "ReplicaFailure", ())  # (a harness without processes mode has none)
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, failure_type):
+        if isinstance(exc, ReplicaFailure):
             return exc
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__

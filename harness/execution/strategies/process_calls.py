@@ -70,7 +70,7 @@ def _tf_snapshot(variables: list[Any]) -> tuple[Callable, Callable]:
 
 
 class ReplicatedCall:
-    """The replicated calls of one executor (one per `ProcessReplicas`; `runner` makes it)."""
+    """The replicated calls of one executor (one per `ProcessReplicas`, made at its first `wrap_call`)."""
 
     def __init__(self, strategy: Any, executor: Any) -> None:
         self.strategy, self.executor = strategy, executor
@@ -78,10 +78,6 @@ class ReplicatedCall:
         self.names: list[str] = []
         self.variables: list[Any] = []
         self.changes: _Changes | None = None
-
-    @classmethod
-    def runner(cls, strategy: Any, executor: Any) -> "ReplicatedCall":
-        return cls(strategy, executor)
 
     def call_for(self, method: str, call: Callable) -> Callable:
         """``method``'s replicated call around the executor's own ``call`` (which replica 0 runs on its shard)."""

@@ -12,6 +12,9 @@ broadcast and the wire format of batches and outputs.
   broadcast from it, one flat buffer per dtype.
 - **Batches and outputs** go over each replica's pipe as a JSON header and the arrays' raw bytes (nothing
   that arrives is unpickled): `send_arrays` / `recv_arrays`.
+- **What replica 0 and the replicas share**: `ReplicaFailure`, `install_allreduce` (the optimizer step that
+  all-reduces; its returned gradient norm is scaled so that merging the replicas' outputs gives the whole
+  batch's norm), `synced_variables`, `shard_sizes`, `batch_axis`.
 
 The process group is torch's gloo bound to 127.0.0.1 (or NCCL for CUDA tensors), made over a file store in a
 private folder, as `harness.execution.strategies.distributed.launch` makes its own; it is a group object of its
@@ -269,8 +272,9 @@ def _allreduce_optimizer_class(base: type) -> type:
         def _graph_fn_step(self, F: Any, loss: Any) -> tuple[Any, Any]:
             grads, norm_scale = self.replica_comm.gradients(F, self.backend.name, loss, self._vars)
             norm = self._clip_and_apply(F, grads)
-            return F.stop_gradient(loss), norm * F.cast(norm_scale, norm.dtype) if self.backend.name == "tf" \
-                else norm * norm_scale
+            if self.backend.name == "tf":  # a tensor the all-reduce returned
+                norm_scale = F.cast(norm_scale, norm.dtype)
+            return F.stop_gradient(loss), norm * norm_scale
 
     AllReduceOptimizer.__name__ = AllReduceOptimizer.__qualname__ = base.__name__
     AllReduceOptimizer.__module__ = base.__module__

@@ -168,7 +168,7 @@ class ProcessReplicas(DeviceStrategy):
         if method not in self.methods:
             return call
         if self._runner is None:
-            self._runner = ReplicatedCall.runner(self, executor)
+            self._runner = ReplicatedCall(self, executor)
         return self._runner.call_for(method, call)
 
     # ---- processes ------------------------------------------------------------------------------------------

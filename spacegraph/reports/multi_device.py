@@ -210,7 +210,10 @@ def result(backend: str, losses: Sequence[str] = ("dqn", "impala"), modes: Seque
         set_threads("tf", 1, inter_op=False)
         import tensorflow as tf
 
-        tf.config.threading.set_inter_op_parallelism_threads(tf_inter_op)
+        try:
+            tf.config.threading.set_inter_op_parallelism_threads(tf_inter_op)
+        except RuntimeError:  # TF's runtime started already in this process: its pools stay (``threads`` says so)
+            pass
     load_start = list(os.getloadavg())
     rows = measure(backend, losses, modes, replicas, network, batch, rollouts, seconds, repeats, devices)
     return {"format": FORMAT, "commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

@@ -71,6 +71,10 @@ def test_close_ends_the_replicas_and_bad_input_keeps_them():
     multi.close()
     assert all(gone(p) for p in pids)
     assert multiprocessing.active_children() == []
+    with pytest.raises(RuntimeError, match=r"'update_from_batch' needs the replica processes, which "
+                                           r"executor\.close\(\) ended") as err:
+        multi.execute("update_from_batch", records, weights)
+    assert not isinstance(err.value, ReplicaFailure)  # nothing failed: the executor was closed
 
 
 PARENT = textwrap.dedent("""

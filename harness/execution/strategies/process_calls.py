@@ -4,6 +4,7 @@ variables equal to replica 0's, run its own shard, merge the outputs, and turn a
 
 from __future__ import annotations
 
+import threading
 import time
 from multiprocessing.connection import wait as wait_ready
 from typing import Any, Callable
@@ -75,6 +76,7 @@ class ReplicatedCall:
     def __init__(self, strategy: Any, executor: Any) -> None:
         self.strategy, self.executor = strategy, executor
         self.ready = False
+        self.lock = threading.Lock()
         self.names: list[str] = []
         self.variables: list[Any] = []
         self.changes: _Changes | None = None
@@ -112,13 +114,21 @@ class ReplicatedCall:
         if total < n:
             raise ValueError(f"ProcessReplicas: {method}: a batch of {total} rows cannot be split across {n} "
                              f"replicas (each needs at least one row)")
+        if self.strategy.closed:
+            raise RuntimeError(f"ProcessReplicas: {method!r} needs the replica processes, which executor.close() "
+                               f"ended; build a new executor to update again")
+        with self.lock:  # one replicated call at a time: the replicas serve the calls in the order they come
+            return self._run_locked(method, call, flat, axes, out_axes, total, n)
+
+    def _run_locked(self, method: str, call: Callable, flat: list[dict[str, Any]], axes: list[dict[str, Any]],
+                    out_axes: list[Any], total: int, n: int) -> Any:
         sizes = shard_sizes(total, n)
         starts = np.cumsum([0] + sizes)
         mean = self.strategy.reduction == "mean"
         weights = [s / total for s in sizes] if mean else [1.0] * n
         norm_scale = 1.0 if mean else 1.0 / n
 
-        def shard(r: int) -> list[list[Any]]:
+        def shard(r: int) -> list[dict[str, Any]]:
             args = []
             for i, leaves in enumerate(flat):
                 part = {}
@@ -161,13 +171,13 @@ class ReplicatedCall:
                     raise ReplicaFailure(self._failure(r, method, applied, header["text"]))
                 outs.append(arrays)
         except ReplicaFailure:
-            self.strategy.shutdown(grace_s=0.5)  # a replica is gone: the step cannot finish
+            self.strategy.shutdown(grace_s=0.5, failed=True)  # a replica is gone: the step cannot finish
             raise
         except Exception as exc:
             dead = self._dead()
             detail = f"{type(exc).__name__}: {exc} (replica 0, while {stage})"
             message = self._failure(dead, method, applied, self._reported(dead) or detail)
-            self.strategy.shutdown(grace_s=0.5)  # the replicas can no longer be in step
+            self.strategy.shutdown(grace_s=0.5, failed=True)  # the replicas can no longer be in step
             if message is None:
                 state = "had applied" if applied else "had not applied"
                 message = (f"ProcessReplicas: replica 0 failed during {method!r} ({detail}); it {state} the step to "

@@ -114,6 +114,7 @@ class ProcessReplicas(DeviceStrategy):
         self.store = ""
         self._finalizer: Any = None
         self._runner: Any = None
+        self.closed = False  # ended by close(), not by a failure
 
     def _comm_device(self, rank: int) -> str:
         if self.backend != "nccl":
@@ -212,9 +213,12 @@ class ProcessReplicas(DeviceStrategy):
             return None
         return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
 
-    def shutdown(self, grace_s: float = 5.0) -> None:
+    def shutdown(self, grace_s: float = 5.0, failed: bool = False) -> None:
         """Ends the replica processes: asks them to stop, kills those still running after ``grace_s`` seconds
-        (idempotent; also runs at interpreter exit)."""
+        (idempotent; also runs at interpreter exit). Later replicated calls raise: `ReplicaFailure` after a
+        failure (``failed``), else a RuntimeError saying the executor was closed."""
+        if not failed and self._finalizer is not None and self._finalizer.alive:
+            self.closed = True
         if self._finalizer is not None and self._finalizer.alive:
             self._finalizer.detach()
             _stop(self.procs, self.conns, self._folder, grace_s)

@@ -15,8 +15,9 @@ from reference_agents.agents.apex.books import SHARD_FILE
 from reference_agents.agents.config import ConfigError
 
 from .checkpoints import (
-    WORKER_STATE, checkpoint_dirs, checkpoint_trainer_state, checkpoint_worker_state, load_newest, saved_settings)
-from .replicas import replica_strategy, with_replicas
+    WORKER_STATE, checkpoint_dirs, checkpoint_trainer_state, checkpoint_worker_state, load_newest, saved_settings,
+    saved_strategy)
+from .replicas import check_resume_replicas, replica_strategy, with_replicas
 from .scalars import apex_scalars
 from .trainer import Trainer
 
@@ -127,6 +128,7 @@ class ApexTrainer(Trainer):
             raise ValueError("--replica-mode needs --replicas N")
         if replicas is not None:
             replica_strategy({}, replicas, replica_mode)  # the flags checked before a checkpoint is read
+            check_resume_replicas(saved_strategy(directory), directory, replicas, replica_mode)
 
         def load(ckpt: str) -> tuple[dict[str, Any], ApexDriver]:
             apex_path = os.path.join(ckpt, APEX_STATE)

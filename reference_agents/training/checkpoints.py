@@ -79,6 +79,15 @@ def read_trainer_state(directory: str | os.PathLike) -> dict[str, Any]:
     return _newest_readable(directory, checkpoint_trainer_state, TRAINER_STATE)
 
 
+def saved_strategy(directory: str | os.PathLike) -> dict[str, Any] | None:
+    """The strategy record (`strategy_record`) the newest readable trainer state of a run directory holds (None:
+    none readable, or saved before runs recorded it)."""
+    try:
+        return read_trainer_state(directory).get("strategy")
+    except BadFileError:
+        return None
+
+
 #: The types of a trainer state's keys (each may also be null).
 _TRAINER_STATE_TYPES = {"total_steps_target": int, "wall_seconds": float, "train_seconds": float,
                         "solved_at_step": int, "backend": str, "eval_every": int, "eval_episodes": int,

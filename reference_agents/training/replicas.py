@@ -109,3 +109,37 @@ def replicas_loader(replicas: int, mode: str | None = None) -> Callable[[str, st
         return build_saved_agent(entry.agent_class, ckpt, backend, lambda config: with_replicas(config, replicas, mode))
 
     return load
+
+
+def _towers(strategy: Any) -> int:
+    """The towers a strategy (a record or a strategy mapping) runs (0: it runs none: local or processes)."""
+    if isinstance(strategy, dict) and strategy.get("mode") == "towers" and int(strategy.get("replicas") or 1) > 1:
+        return int(strategy["replicas"])
+    return 0
+
+
+def check_resume_replicas(saved: dict[str, Any] | None, directory: str, replicas: int, mode: str | None) -> None:
+    """Refuses ``--resume DIR --replicas N [--replica-mode M]`` where the checkpoint cannot fit: a ``towers`` run's
+    checkpoint holds every tower's variables, so it resumes with as many towers only, and a run without towers
+    cannot resume as towers. ``saved``: the run's strategy record (`strategy_record`, in ``trainer.json``; None for
+    runs saved before it, which are not checked here).
+
+    Raises:
+        ValueError: naming the flags, the run's strategy and what would fit.
+    """
+    if not saved:
+        return
+    execution = {"strategy": {"type": "sync-replicas", "replicas": saved["replicas"], "mode": saved.get("mode")}
+                 } if int(saved.get("replicas") or 1) > 1 else {}
+    new = replica_strategy(execution, replicas, mode)
+    before, after = _towers(saved), _towers(new)
+    if before == after:
+        return
+    flags = f"--replicas {replicas}" + (f" --replica-mode {mode}" if mode else "")
+    if before:
+        raise ValueError(f"{flags}: the run in {directory} ran {before} towers (mode towers), and its checkpoint holds "
+                         f"each tower's variables: resume it with --replicas {before} --replica-mode towers, or "
+                         f"without --replicas")
+    raise ValueError(f"{flags}: the run in {directory} ran {describe_strategy(saved)}; its checkpoint has no tower "
+                     f"variables, so it cannot resume as {after} towers: give --replica-mode processes (or leave "
+                     f"--replicas out)")

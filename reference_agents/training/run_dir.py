@@ -11,10 +11,10 @@ from typing import Any, Callable, Self
 from harness.execution.formats import stamp
 from reference_agents.agents.base import close_agent
 
-from .checkpoints import TRAINER_STATE_FORMAT, load_run, write_checkpoint
+from .checkpoints import TRAINER_STATE_FORMAT, load_run, saved_strategy, write_checkpoint
 from .files import (LEARNING_CURVE, METRIC_COLUMNS, append_episodes, append_metric_row, json_scalar,
                     plot_learning_curve, rewrite_run_files)
-from .replicas import replicas_loader, strategy_record
+from .replicas import check_resume_replicas, replicas_loader, strategy_record
 
 
 class RunDirectory:
@@ -136,6 +136,7 @@ class RunDirectory:
             if agent_loader is not None:
                 raise ValueError("Trainer.resume: give replicas or agent_loader, not both")
             agent_loader = replicas_loader(replicas, replica_mode)
+            check_resume_replicas(saved_strategy(directory), directory, replicas, replica_mode)
         elif replica_mode is not None:
             raise ValueError("--replica-mode needs --replicas N")
         ckpt, state, agent, worker, settings, fell_back = load_run(directory, backend, agent_loader, kwargs,

@@ -103,3 +103,30 @@ def test_resume_with_a_replica_mode_alone_is_refused(tmp_path, capsys):
     assert "--replica-mode processes needs --replicas N" in capsys.readouterr().err
     with open(os.path.join(run, "metrics.jsonl")) as fh:
         assert [json.loads(line)["env_steps"] for line in fh] == [300]  # the run untouched
+
+
+def test_a_towers_run_records_its_strategy_and_resumes_with_its_towers_only(tmp_path, capsys):
+    config, run = write_dqn_config(str(tmp_path)), str(tmp_path / "run")
+    common = ["--quiet", "--no-tensorboard"]
+    assert main(["train", config, "--steps", "500", "--out", run, "--replicas", "2", "--replica-mode", "towers",
+                 *common]) == 0
+    assert "update on     2 replicas (towers) on cpu, cpu" in capsys.readouterr().out
+    with open(os.path.join(run, "checkpoint", "trainer.json")) as fh:
+        record = json.load(fh)["strategy"]
+    assert (record["type"], record["mode"], record["replicas"]) == ("sync-replicas", "towers", 2)
+    # without --replicas the run keeps its towers; with another count it is refused before any load
+    assert main(["train", "--resume", run, "--steps", "1000", *common]) == 0
+    assert "update on     2 replicas (towers) on cpu, cpu" in capsys.readouterr().out
+    assert main(["train", "--resume", run, "--steps", "1500", "--replicas", "1", *common]) == 2
+    assert (f"--replicas 1: the run in {run} ran 2 towers (mode towers), and its checkpoint holds each tower's "
+            f"variables: resume it with --replicas 2 --replica-mode towers, or without --replicas"
+            in capsys.readouterr().err)
+
+
+def test_a_local_run_cannot_resume_as_towers(tmp_path, capsys):
+    config, run = write_dqn_config(str(tmp_path)), str(tmp_path / "run")
+    assert main(["train", config, "--steps", "300", "--out", run, "--quiet", "--no-tensorboard"]) == 0
+    assert "update on     local (one replica)" in capsys.readouterr().out
+    assert main(["train", "--resume", run, "--steps", "600", "--replicas", "3", "--replica-mode", "towers"]) == 2
+    assert (f"--replicas 3 --replica-mode towers: the run in {run} ran local (one replica); its checkpoint has no "
+            f"tower variables, so it cannot resume as 3 towers" in capsys.readouterr().err)

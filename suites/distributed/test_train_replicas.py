@@ -59,6 +59,11 @@ def test_two_replica_processes_train_and_record_their_strategy(tmp_path, capsys,
     assert "update on     2 replicas (processes, gloo) on cpu, cpu" in out
     processes_record(run)
     assert rows(run)[-1]["env_steps"] == 2000 and rows(run)[-1]["updates"] > 0
+    if (agent, backend) == ("dqn_cartpole", "torch"):  # a processes checkpoint holds one copy: any count resumes it
+        assert main(["train", "--resume", run, "--steps", "2500", "--quiet", "--no-tensorboard", "--replicas",
+                     "1"]) == 0
+        assert "update on     local (one replica)" in capsys.readouterr().out
+        assert trainer_state(run)["strategy"]["replicas"] == 1 and rows(run)[-1]["env_steps"] == 2500
 
 
 def test_apex_learner_on_two_replica_processes(tmp_path, capsys):

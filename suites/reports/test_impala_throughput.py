@@ -42,7 +42,7 @@ def test_the_curve_table_reads_each_side_at_its_points():
     (fig,) = scenario.figures(_result({"curve_ours": {"curve": ours}, "curve_rllib": {"curve": rllib}}))
     assert [at(ours, t) for t in CURVE_POINTS] == [50.0, 300.0, 300.0, 300.0, 500.0, 500.0]
     curve = {row[0]: row[1:] for row in fig.tables[1].rows}
-    assert curve["ours, tf-dist, PyTorch"] == [50.0, 300.0, 300.0, 300.0, 500.0, 500.0]
+    assert curve["ours, distributed TF"] == [50.0, 300.0, 300.0, 300.0, 500.0, 500.0]
     assert curve["RLlib IMPALA"] == [None, None, 200.0, 400.0, 400.0, 400.0]
     returns = [r for r in fig.ratios if "return at" in r.name]
     assert [r.name.split(" at ")[1].split(":")[0] for r in returns] == ["60 s", "90 s", "120 s", "150 s"]
@@ -53,17 +53,16 @@ def test_the_curve_table_reads_each_side_at_its_points():
 def test_rates_ratios_and_a_failed_side():
     (fig,) = scenario.figures(_result({}))
     # a result measured before TF compute: the PyTorch sides alone, no TF / PyTorch column
-    assert fig.tables[0].header[2:5] == ["ours, tf-dist, PyTorch frames/s", "ours, Ray, PyTorch frames/s",
+    assert fig.tables[0].header[2:5] == ["ours, distributed TF frames/s", "ours, Ray frames/s",
                                          "RLlib IMPALA frames/s"]
     assert fig.tables[0].rows[1][:5] == ["cartpole", 2, "(timed out after 600 s)", 2500.0, 1000.0]
-    assert fig.tables[0].header[5:] == ["CPU (the machine)", "1-min load (tf-dist, PyTorch / Ray, PyTorch / RLlib "
-                                        "IMPALA / raw)"]
+    assert fig.tables[0].header[5:] == ["CPU (the machine)", "1-min load (ours TF / Ray / RLlib / raw)"]
     by = {r.name: r for r in fig.ratios}
-    assert by["IMPALA cartpole 1 actors: ours, tf-dist, PyTorch / RLlib"].value == 3.0
-    assert by["IMPALA cartpole 1 actors: ours, Ray, PyTorch / RLlib"].met is False  # 1.5x < 2x
-    assert "IMPALA cartpole 2 actors: ours, tf-dist, PyTorch / RLlib" not in by
-    assert fig.headline == ("ours / RLlib IMPALA frames/s: lowest 1.50x (IMPALA cartpole 1 actors, ours, Ray, "
-                            "PyTorch; target >= 2x: missed)")
+    assert by["IMPALA cartpole 1 actors: ours, distributed TF / RLlib"].value == 3.0
+    assert by["IMPALA cartpole 1 actors: ours, Ray / RLlib"].met is False  # 1.5x < 2x
+    assert "IMPALA cartpole 2 actors: ours, distributed TF / RLlib" not in by
+    assert fig.headline == ("ours / RLlib IMPALA frames/s: lowest 1.50x (IMPALA cartpole 1 actors, ours, Ray; "
+                            "target >= 2x: missed)")
     assert fig.peer_missing is None
     no_rllib = _result({})
     no_rllib["envs"]["cartpole"] = {k: v for k, v in no_rllib["envs"]["cartpole"].items() if "rllib" not in k}
@@ -80,19 +79,19 @@ def test_tf_compute_sits_beside_pytorch_on_each_executor():
                                        "ours_tf-2": {"frames_per_s": 4000.0}, "ours_ray_tf-2": {"error": "boom"}})
     (fig,) = scenario.figures(result)
     header, rows = fig.tables[0].header, fig.tables[0].rows
-    assert header[2:8] == ["ours, tf-dist, PyTorch frames/s", "ours, tf-dist, TF frames/s",
-                           "ours, Ray, PyTorch frames/s", "ours, Ray, TF frames/s", "RLlib IMPALA frames/s",
+    assert header[2:8] == ["ours, distributed TF frames/s", "ours, distributed TF, TF compute frames/s",
+                           "ours, Ray frames/s", "ours, Ray, TF compute frames/s", "RLlib IMPALA frames/s",
                            "TF / PyTorch compute (tf-dist, Ray)"]
     assert rows[0][2:9] == [3000.0, 1500.0, 1500.0, 3000.0, 1000.0, "0.50x / 2.00x", "- / 12 / - / -"]
     assert rows[1][2:8] == ["(timed out after 600 s)", 4000.0, 2500.0, "(boom)", 1000.0, "- / -"]
-    assert header[8] == "start-up s (tf-dist, PyTorch / tf-dist, TF / Ray, PyTorch / Ray, TF)"
+    assert header[8] == "start-up s (ours TF / TF-dist TF compute / Ray / Ray TF compute)"
     by = {r.name: r.value for r in fig.ratios}
-    assert by["IMPALA cartpole 1 actors: ours, tf-dist, TF / RLlib"] == 1.5
-    assert by["IMPALA cartpole 1 actors: ours, Ray, TF / RLlib"] == 3.0
-    assert by["IMPALA cartpole 2 actors: ours, tf-dist, TF / RLlib"] == 4.0
-    assert "IMPALA cartpole 2 actors: ours, Ray, TF / RLlib" not in by
+    assert by["IMPALA cartpole 1 actors: ours, distributed TF, TF compute / RLlib"] == 1.5
+    assert by["IMPALA cartpole 1 actors: ours, Ray, TF compute / RLlib"] == 3.0
+    assert by["IMPALA cartpole 2 actors: ours, distributed TF, TF compute / RLlib"] == 4.0
+    assert "IMPALA cartpole 2 actors: ours, Ray, TF compute / RLlib" not in by
     labels = {s.label for s in fig.series}
-    assert {"ours, tf-dist, TF", "ours, Ray, TF", "ours, tf-dist, PyTorch", "ours, Ray, PyTorch"} <= labels
+    assert {"ours, distributed TF, TF compute", "ours, Ray, TF compute", "ours, distributed TF", "ours, Ray"} <= labels
 
 
 def test_bad_sides_are_named():

@@ -12,10 +12,13 @@ from harness.measure.figures import Figure, Panel, Ratio, Series, Table
 from spacegraph.report.registry import Context, Scenario, register
 from spacegraph.reports.impala_throughput import CURVE_POINTS, at
 
-#: Ours on each executor with each backend's compute (a result measured before TF compute had the PyTorch ones
-#: alone), and RLlib's.
-SIDES = {"ours": "ours, tf-dist, PyTorch", "ours_tf": "ours, tf-dist, TF", "ours_ray": "ours, Ray, PyTorch",
-         "ours_ray_tf": "ours, Ray, TF", "rllib": "RLlib IMPALA"}
+#: Ours on each executor, PyTorch compute (the labels of the runs measured before TF compute, which the committed
+#: runs keep) and TF compute, and RLlib's.
+SIDES = {"ours": "ours, distributed TF", "ours_tf": "ours, distributed TF, TF compute", "ours_ray": "ours, Ray",
+         "ours_ray_tf": "ours, Ray, TF compute", "rllib": "RLlib IMPALA"}
+#: The sides' names in the load and start-up columns.
+SHORT = {"ours": "ours TF", "ours_tf": "TF-dist TF compute", "ours_ray": "Ray", "ours_ray_tf": "Ray TF compute",
+         "rllib": "RLlib"}
 #: (executor, PyTorch side, TF side) of the TF / PyTorch compute column.
 COMPUTE_PAIRS = (("tf-dist", "ours", "ours_tf"), ("Ray", "ours_ray", "ours_ray_tf"))
 TARGET = 2.0
@@ -62,8 +65,8 @@ def figures(result: dict[str, Any]) -> list[Figure]:
                                     for r in got.values()),
                          " / ".join(f"{r['load_1min']:.1f}" if "load_1min" in r else "-"
                                     for r in (*got.values(), raw))])
-    order = " / ".join([*(SIDES[side].removeprefix("ours, ") for side in columns), "raw"])
-    ours_order = " / ".join(SIDES[side].removeprefix("ours, ") for side in columns if side != "rllib")
+    order = " / ".join([*(SHORT[side] for side in columns), "raw"])
+    ours_order = " / ".join(SHORT[side] for side in columns if side != "rllib")
     compute = [f"TF / PyTorch compute ({', '.join(e for e, a, b in COMPUTE_PAIRS if b in columns)})"] \
         if "ours_tf" in columns or "ours_ray_tf" in columns else []
     tables = [Table(title=f"{result['seconds']:g} s windows after warm-up, each side in its own process, one after "

@@ -52,6 +52,10 @@ class Trainer(RunDirectory):
     re-raises `KeyboardInterrupt`; a second Ctrl-C aborts at once without one. A
     ``KeyboardInterrupt`` raised by ``callback`` is handled the same way.
 
+    `close` ends what the run holds outside this process (the worker's environments and actors, the agent's
+    replica processes under ``execution.strategy`` mode ``processes``); whoever makes the trainer calls it once
+    the run is over (`train` and ``spacegraph train`` do, also after an error or Ctrl-C).
+
     Args:
         agent: an agent with the worker-facing interface and ``config.env``/``config.evaluation``
             (a `DQNAgent`); checkpoints need ``save_checkpoint``.
@@ -335,7 +339,8 @@ class Trainer(RunDirectory):
 def train(config: Any, steps: int, backend: str | None = None, seed: int | None = None,
           out_dir: str | os.PathLike | None = None, **trainer_kwargs: Any) -> TrainResult:
     """Builds an agent from ``config`` (a file, a bare name in ``reference_agents/configs``, a dict)
-    and trains it for ``steps`` env steps with a `Trainer`; returns the `TrainResult`.
+    and trains it for ``steps`` env steps with a `Trainer`, closed after (`Trainer.close`); returns the
+    `TrainResult`.
 
     Raises:
         ConfigError: for a bad config (naming the file and key path).

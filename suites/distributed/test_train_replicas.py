@@ -1,5 +1,5 @@
 """``spacegraph train --replicas 2`` in processes mode: DQN and IMPALA CartPole on each backend, the Ape-X learner
-(local executor) and the IMPALA learner on distributed TF run a few thousand steps with one replica process
+(local executor) and the IMPALA learner with distributed TF or Ray actors run a few thousand steps with one replica process
 beside the trainer's, record their strategy, and leave no process behind (the resume of a failed run:
 test_replica_failure.py)."""
 
@@ -76,9 +76,10 @@ def test_apex_learner_on_two_replica_processes(tmp_path, capsys):
     assert rows(run)[-1]["updates"] > 0  # the learner's updates, each on the two replicas
 
 
-def test_impala_learner_on_two_replica_processes_with_distributed_tf_actors(tmp_path, capsys):
+@pytest.mark.parametrize("executor, count", [("tf-dist", "--actors"), ("ray", "--workers")])
+def test_impala_learner_on_two_replica_processes_with_distributed_actors(tmp_path, capsys, executor, count):
     config, run = write_config(str(tmp_path), "impala_cartpole"), str(tmp_path / "run")
-    rc, left, parents = run_cli(["train", config, "--backend", "torch", "--executor", "tf-dist", "--actors", "2",
+    rc, left, parents = run_cli(["train", config, "--backend", "torch", "--executor", executor, count, "2",
                                  "--steps", "1600", "--out", run, "--quiet", "--no-tensorboard", "--replicas", "2",
                                  "--max-seconds", "150"])  # (actors that cannot act would stall it)
     assert rc == 0 and not left, left

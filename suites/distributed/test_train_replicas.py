@@ -1,7 +1,7 @@
 """``spacegraph train --replicas 2`` in processes mode: DQN and IMPALA CartPole on each backend, the Ape-X learner
-(local executor) and the IMPALA learner with distributed TF or Ray actors run a few thousand steps with one replica process
-beside the trainer's, record their strategy, and leave no process behind (the resume of a failed run:
-test_replica_failure.py)."""
+(local executor) and the IMPALA learner with distributed TF or Ray actors run a few thousand steps with one
+replica process beside the trainer's, record their strategy, and leave no process behind (the resume of a
+failed run: test_replica_failure.py)."""
 
 from __future__ import annotations
 

@@ -40,11 +40,11 @@ def cmd_train_single(args: argparse.Namespace, options: dict[str, Any]) -> int:
                 if args.config is not None:
                     path = resolve_config_path(args.config)
                     given, _ = load_config(path, {"backend": trainer.agent.backend, "seed": trainer.agent.seed})
-                    given_dump = given.model_dump(by_alias=True)
-                    if args.replicas is not None:
-                        given_dump = with_replicas(given_dump, args.replicas, args.replica_mode)
+                    if args.replicas is not None:  # (checked, so that its strategy has the saved one's form)
+                        given, _ = load_config(with_replicas(given.model_dump(by_alias=True), args.replicas,
+                                                             args.replica_mode))
                     saved = trainer.agent.config.model_dump(by_alias=True)
-                    differ = sorted(k for k, v in given_dump.items() if saved.get(k) != v)
+                    differ = sorted(k for k, v in given.model_dump(by_alias=True).items() if saved.get(k) != v)
                     if differ:
                         return fail(f"{path} differs from the config saved in {args.resume} in {differ}; resume "
                                     f"without CONFIG to continue with the saved one")

@@ -117,7 +117,11 @@ def test_a_towers_run_records_its_strategy_and_resumes_with_its_towers_only(tmp_
     # without --replicas the run keeps its towers; with another count it is refused before any load
     assert main(["train", "--resume", run, "--steps", "1000", *common]) == 0
     assert "update on     2 replicas (towers) on cpu, cpu" in capsys.readouterr().out
-    assert main(["train", "--resume", run, "--steps", "1500", "--replicas", "1", *common]) == 2
+    # the config file given again with the same flags is the saved config
+    assert main(["train", config, "--resume", run, "--steps", "1500", "--replicas", "2", "--replica-mode", "towers",
+                 *common]) == 0
+    assert "update on     2 replicas (towers) on cpu, cpu" in capsys.readouterr().out
+    assert main(["train", "--resume", run, "--steps", "2000", "--replicas", "1", *common]) == 2
     assert (f"--replicas 1: the run in {run} ran 2 towers (mode towers), and its checkpoint holds each tower's "
             f"variables: resume it with --replicas 2 --replica-mode towers, or without --replicas"
             in capsys.readouterr().err)

@@ -39,6 +39,8 @@ def test_replicated_update_equals_single_device_update(backend, loss, count, siz
         np.testing.assert_allclose(a[0], b[0], rtol=1e-5, atol=1e-5)  # the loss over the whole batch
         if loss == "dqn":
             np.testing.assert_allclose(a[2], b[2], rtol=1e-5, atol=1e-5)  # TD errors in batch order
+        norm = 1 if loss == "dqn" else 4  # the gradient norm: the synchronised step's (not a sum over towers)
+        np.testing.assert_allclose(a[norm], b[norm], rtol=1e-5, atol=1e-5)
     assert close(mdg.main_weights(single), mdg.main_weights(multi)) < 2e-5
 
 

@@ -12,7 +12,8 @@ before assembly):
 - the root's optimizer gets ``sync_step(weights)``: the towers' gradients averaged with the shards'
   weights (``n_i / B`` for losses that are batch means, 1 for sums), the optimizer's own clipping and
   update rule applied once to the root's (host) variables, then every tower variable overwritten
-  from its root counterpart;
+  from its root counterpart; its gradient norm (before clipping) is the replicated method's gradient norm
+  output (where the method returns its step's norm as it is);
 - the replicated update method first copies the root's variables into the towers (so a target
   network synchronized, or weights loaded, in between reach them), then runs the towers on their
   shards, merges their outputs (`OutputMerger`) and takes the synchronous step.
@@ -205,8 +206,14 @@ def _gradient_tower_class(base: type) -> type:
         def _create_extra_variables(self) -> None:
             pass
 
+        def _graph_fn_step(self, loss: Any) -> tuple[Any, Any]:
+            # (not a graph function itself: it keeps the records of the step's outputs, by which the replicated
+            # method finds its gradient norm among its outputs)
+            self.step_records = self._graph_fn_tower_step(loss)
+            return self.step_records
+
         @graph_fn(returns=2, gradients=True)
-        def _graph_fn_step(self, F: Any, loss: Any) -> tuple[Any, Any]:
+        def _graph_fn_tower_step(self, F: Any, loss: Any) -> tuple[Any, Any]:
             grads = F.gradients(loss, self._vars)
             for acc, g in zip(self.slots["grad"], grads):
                 F.assign(acc, g)
@@ -268,20 +275,25 @@ def _replicated_method(name: str, original: Any) -> Any:
         shards, weights = out[:-1], out[-1]
         own = getattr(self, rep.optimizer_attr)
         setattr(self, rep.optimizer_attr, rep.own_gradients)  # replica 0: this root's own sub-graph
+        rep.own_gradients.step_records = None
         try:
             results = [original(self, *shards[:k])]
         finally:
             setattr(self, rep.optimizer_attr, own)
+        own_norm = (rep.own_gradients.step_records or (None, None))[1]
         results += [getattr(tower, name)(*shards[(i + 1) * k:(i + 2) * k]) for i, tower in enumerate(rep.towers)]
         leaves, treedef = optree.tree_flatten(results[0], none_is_leaf=False)
         flat = [leaf for r in results for leaf in optree.tree_leaves(r)]
-        own.sync_step(weights)
+        norm = own.sync_step(weights)
         if not leaves or len(results) == 1:
             return results[0]
         rep.mergers[name].width = len(leaves)
         merged = rep.mergers[name].merge(tuple(flat), weights)
-        merged = merged if len(leaves) > 1 else (merged,)
-        return optree.tree_unflatten(treedef, list(merged))
+        merged = list(merged) if len(leaves) > 1 else [merged]
+        # The method's gradient norm (its step's output, returned as it is) is the synchronised step's norm,
+        # not a merge of the towers' own norms.
+        merged = [norm if leaf is own_norm else m for leaf, m in zip(leaves, merged)]
+        return optree.tree_unflatten(treedef, merged)
 
     body.__name__, body.__doc__ = name, (inspect.getdoc(original) or "") + "\n\n(Synchronous replicas.)"
     body.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]

@@ -135,8 +135,7 @@ class ReplicatedCall:
                 for p, v in leaves.items():
                     ax = axes[i][p]
                     v = np.asarray(v)
-                    # a view: the send copies it once, to the socket or the shared segment
-                    part[p] = v if ax is None else v[(slice(None),) * ax + (slice(starts[r], starts[r + 1]),)]
+                    part[p] = v if ax is None else np.take(v, np.arange(starts[r], starts[r + 1]), axis=ax)
                 args.append(part)
             return args
 
@@ -152,7 +151,7 @@ class ReplicatedCall:
                 send_arrays(self.strategy.conns[r - 1],
                             {"op": "call", "method": method, "changed": changed, "scale": weights[r],
                              "norm_scale": norm_scale, "leaves": leaves},
-                            [v for part in parts for v in part.values()], self.strategy.segments[r - 1])
+                            [v for part in parts for v in part.values()])
             stage = "sync"
             comm, backend = self.strategy.comm, self.executor.backend
             if changed:

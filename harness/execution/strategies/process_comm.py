@@ -11,10 +11,7 @@ broadcast and the wire format of batches and outputs.
 - **Weights** (`ReplicaComm.broadcast`): variables replica 0 changed since the last replicated step are
   broadcast from it, one flat buffer per dtype.
 - **Batches and outputs** go over each replica's pipe as a JSON header and the arrays' raw bytes (nothing
-  that arrives is unpickled): `send_arrays` / `recv_arrays`. A call's shard of at least `SHARED_MIN_BYTES`
-  travels through a shared-memory segment per replica instead (`ShardSegment`; the header names the segment and
-  each array's offset): writing it there is one copy that does not wait for the replica, where a socket write
-  blocks replica 0 until the replica has read the shard.
+  that arrives is unpickled): `send_arrays` / `recv_arrays`.
 - **What replica 0 and the replicas share**: `ReplicaFailure`, `install_allreduce` (the optimizer step that
   all-reduces; its returned gradient norm is scaled so that merging the replicas' outputs gives the whole
   batch's norm), `synced_variables`, `shard_sizes`, `batch_axis`.
@@ -38,9 +35,6 @@ from harness.graph import graph_fn
 #: Gradients per bucket of the PyTorch all-reduce, in bytes (PyTorch DDP's default is 25 MiB; smaller buckets
 #: start the all-reduce earlier in the backward pass).
 BUCKET_BYTES = 1 << 20
-
-#: A call's shard of at least this many bytes goes to its replica through shared memory, not the socket.
-SHARED_MIN_BYTES = 1 << 16
 
 
 def make_group(backend: str, store_file: str, rank: int, world: int, timeout_s: float) -> Any:
@@ -239,106 +233,30 @@ class ReplicaComm:
 
 
 # ---- the wire: a JSON header, then raw array bytes -----------------------------------------------------------
-class ShardSegment:
-    """Replica 0's shared-memory segment for one replica's shards (made at the first large shard, replaced by a
-    larger one when a shard does not fit; `close` unlinks it)."""
-
-    def __init__(self) -> None:
-        self.shm: Any = None
-
-    def write(self, arrays: Sequence[np.ndarray]) -> dict[str, Any]:
-        """Copies ``arrays`` into the segment; returns the header entry ``{"name", "offsets"}`` naming where."""
-        from multiprocessing import shared_memory
-
-        offsets, end = [], 0
-        for a in arrays:
-            offsets.append(end)
-            end += -(-a.nbytes // 64) * 64  # each array 64-byte aligned
-        if self.shm is None or self.shm.size < end:
-            self.close()
-            self.shm = shared_memory.SharedMemory(create=True, size=max(end, 1))
-        for a, offset in zip(arrays, offsets):
-            np.copyto(np.ndarray(a.shape, a.dtype, self.shm.buf, offset), a, casting="no")
-        return {"name": self.shm.name, "offsets": offsets}
-
-    def close(self) -> None:
-        if self.shm is not None:
-            self.shm.close()
-            self.shm.unlink()
-            self.shm = None
-
-
-def send_arrays(conn: Any, header: dict[str, Any], arrays: Sequence[np.ndarray],
-                segment: ShardSegment | None = None) -> None:
-    """Sends ``header`` (JSON) with the dtypes and shapes of ``arrays``, then each array's raw bytes; with a
-    ``segment`` and at least `SHARED_MIN_BYTES` of arrays, the arrays go into the segment instead (the header
-    names it and their offsets)."""
+def send_arrays(conn: Any, header: dict[str, Any], arrays: Sequence[np.ndarray]) -> None:
+    """Sends ``header`` (JSON) with the dtypes and shapes of ``arrays``, then each array's raw bytes."""
     arrays = [np.asarray(a) for a in arrays]
-    shared = segment is not None and sum(a.nbytes for a in arrays) >= SHARED_MIN_BYTES
-    if not shared:
-        arrays = [a if a.flags.c_contiguous else a.copy(order="C") for a in arrays]  # (0-d arrays stay 0-d)
+    arrays = [a if a.flags.c_contiguous else a.copy(order="C") for a in arrays]  # (0-d arrays stay 0-d)
     header = {**header, "arrays": [[a.dtype.str, list(a.shape)] for a in arrays]}
-    if shared:
-        header["shared"] = segment.write(arrays)
     conn.send_bytes(json.dumps(header).encode())
-    if not shared:
-        for a in arrays:
-            if a.nbytes:
-                conn.send_bytes(memoryview(a.reshape(-1)).cast("B"))
+    for a in arrays:
+        if a.nbytes:
+            conn.send_bytes(memoryview(a.reshape(-1)).cast("B"))
 
 
-def recv_arrays(conn: Any, attached: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[np.ndarray]]:
-    """Receives what `send_arrays` sent: the header and the arrays (fresh, writable). ``attached``: this side's
-    open shared-memory segment by name (kept between calls), for arrays sent through one.
-
-    Raises:
-        ValueError: for an object dtype, or arrays sent through shared memory that do not fit its segment.
-    """
+def recv_arrays(conn: Any) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Receives what `send_arrays` sent: the header and the arrays (fresh, writable)."""
     header = json.loads(conn.recv_bytes().decode())
-    shared = header.pop("shared", None)
-    if shared is not None:
-        return header, _read_shared(header.pop("arrays", []), shared, attached)
     arrays = []
     for dtype, shape in header.pop("arrays", []):
-        a = np.empty(shape, _plain(dtype))
+        kind = np.dtype(dtype)
+        if kind.hasobject:
+            raise ValueError(f"recv_arrays: refused an array of dtype {dtype!r} (only plain numeric arrays travel)")
+        a = np.empty(shape, kind)
         if a.nbytes:
             conn.recv_bytes_into(memoryview(a.reshape(-1)).cast("B"))
         arrays.append(a)
     return header, arrays
-
-
-def _plain(dtype: str) -> np.dtype:
-    kind = np.dtype(dtype)
-    if kind.hasobject:
-        raise ValueError(f"recv_arrays: refused an array of dtype {dtype!r} (only plain numeric arrays travel)")
-    return kind
-
-
-def _read_shared(specs: list[Any], shared: dict[str, Any], attached: dict[str, Any] | None) -> list[np.ndarray]:
-    """Copies the arrays `ShardSegment.write` put into segment ``shared["name"]`` out of it (attaching to it,
-    and closing the one attached before, when its name is new)."""
-    from multiprocessing import shared_memory
-
-    if attached is None:
-        raise ValueError("recv_arrays: arrays came through shared memory where none was expected")
-    name = shared["name"]
-    if name not in attached:
-        for old in attached.values():
-            old.close()
-        attached.clear()
-        attached[name] = shared_memory.SharedMemory(name=name)
-    buf = attached[name].buf
-    if len(specs) != len(shared["offsets"]):
-        raise ValueError(f"recv_arrays: {len(specs)} arrays with {len(shared['offsets'])} offsets")
-    arrays = []
-    for (dtype, shape), offset in zip(specs, shared["offsets"]):
-        kind = _plain(dtype)
-        count = int(np.prod(shape, dtype=np.int64))
-        if offset < 0 or offset + count * kind.itemsize > len(buf):
-            raise ValueError(f"recv_arrays: an array of {count} x {kind} at offset {offset} does not fit the "
-                             f"shared segment of {len(buf)} bytes")
-        arrays.append(np.frombuffer(buf, kind, count, offset).reshape(shape).copy())
-    return arrays
 
 
 # ---- what replica 0 and the replica processes share ------------------------------------------------------------

@@ -113,10 +113,9 @@ def _report(conn: Any, text: str) -> None:
 
 def _serve(conn: Any, comm: ReplicaComm, executor: Any, variables: list[Any]) -> None:
     backend = executor.backend
-    attached: dict[str, Any] = {}  # replica 0's shared-memory segment for this replica's shards
     while True:
         try:
-            header, arrays = recv_arrays(conn, attached)
+            header, arrays = recv_arrays(conn)
         except (EOFError, OSError):
             os._exit(3)  # replica 0 is gone
         if header["op"] == "stop":

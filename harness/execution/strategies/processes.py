@@ -11,8 +11,7 @@ A replicated call on replica 0 (e.g. ``update_from_batch`` with the whole batch)
 
 1. checks the inputs against their spaces (as the executor does) and splits every batched input into N
    contiguous shards (``n_i = B // N + (i < B % N)`` rows, as `BatchSharder` does);
-2. sends shards 1..N-1 to the replicas over their pipes (a JSON header and raw array bytes, nothing pickled;
-   a large shard through a shared-memory segment per replica, the header naming where);
+2. sends shards 1..N-1 to the replicas over their pipes (a JSON header and raw array bytes, nothing pickled);
 3. broadcasts the variables replica 0 changed since the last replicated step (on PyTorch, those whose
    tensor version moved; on TF, those whose values differ) so every replica holds replica 0's exact
    weights, target network and optimizer slots (also after ``set_weights``, a checkpoint load or a target
@@ -48,8 +47,8 @@ from typing import Any, Sequence
 
 from harness.execution.strategies.base import DeviceStrategy
 from harness.execution.strategies.process_calls import ReplicatedCall
-from harness.execution.strategies.process_comm import (BUCKET_BYTES, ReplicaComm, ReplicaFailure, ShardSegment,
-                                                       install_allreduce, send_arrays)
+from harness.execution.strategies.process_comm import (BUCKET_BYTES, ReplicaComm, ReplicaFailure, install_allreduce,
+                                                       send_arrays)
 from harness.execution.strategies.process_worker import replica_main
 from harness.execution.strategies.replicas import REDUCTIONS
 
@@ -111,7 +110,6 @@ class ProcessReplicas(DeviceStrategy):
         self._blueprint: bytes | None = None
         self.procs: list[Any] = []  # replicas 1..N-1
         self.conns: list[Any] = []  # replica 0's end of each one's pipe
-        self.segments: list[ShardSegment] = []  # each one's shared memory for large shards
         self._folder: str | None = None
         self.store = ""
         self._finalizer: Any = None
@@ -194,9 +192,7 @@ class ProcessReplicas(DeviceStrategy):
             theirs.close()
             self.procs.append(proc)
             self.conns.append(mine)
-            self.segments.append(ShardSegment())
-        self._finalizer = weakref.finalize(self, _stop, list(self.procs), list(self.conns), self._folder,
-                                           list(self.segments))
+        self._finalizer = weakref.finalize(self, _stop, list(self.procs), list(self.conns), self._folder)
 
     def replica_weights(self, index: int) -> dict[str, Any]:
         """Replica ``index``'s (>= 1) copy of the variables it keeps equal to replica 0's, keyed by scope path
@@ -225,14 +221,13 @@ class ProcessReplicas(DeviceStrategy):
             self.closed = True
         if self._finalizer is not None and self._finalizer.alive:
             self._finalizer.detach()
-            _stop(self.procs, self.conns, self._folder, self.segments, grace_s)
+            _stop(self.procs, self.conns, self._folder, grace_s)
         self.comm.group = None
 
 
-def _stop(procs: list[Any], conns: list[Any], folder: str | None, segments: list[ShardSegment],
-          grace_s: float = 5.0) -> None:
+def _stop(procs: list[Any], conns: list[Any], folder: str | None, grace_s: float = 5.0) -> None:
     """Asks every replica to stop, then ends those still running (SIGKILL after ``grace_s``), and removes the
-    store and the shared-memory segments."""
+    store."""
     for conn in conns:
         try:
             send_arrays(conn, {"op": "stop"}, [])
@@ -245,7 +240,5 @@ def _stop(procs: list[Any], conns: list[Any], folder: str | None, segments: list
             p.join(timeout=5)
     for conn in conns:
         conn.close()
-    for segment in segments:
-        segment.close()
     if folder:
         shutil.rmtree(folder, ignore_errors=True)

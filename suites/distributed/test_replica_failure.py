@@ -81,7 +81,7 @@ def test_a_killed_replica_stops_the_run_and_resume_finishes_it(tmp_path):
 
 def test_ctrl_c_checkpoints_and_ends_the_replicas(tmp_path):
     run, cli, replicas = checkpointed_run(tmp_path, "torch")
-    os.kill(cli.pid, signal.SIGINT)  # the command's Ctrl-C path (a terminal's Ctrl-C reaches the replicas too)
+    os.killpg(cli.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the command's whole process group, replicas too
     out, err = cli.communicate(timeout=120)
     assert cli.returncode == 130, err[-3000:]
     assert f"Continue with: spacegraph train --resume {run}" in err

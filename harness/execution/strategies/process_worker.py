@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import threading
 import time
 import traceback
@@ -79,6 +80,9 @@ def replica_main(spec: dict[str, Any], blueprint: bytes, conn: Any) -> None:
     (root before expansion, input spaces, backend, seed, device map), handed over by the spawn.
     """
     os.environ.update(ONE_THREAD)
+    # A terminal's Ctrl-C reaches the whole process group: the replica ignores it, so replica 0's trainer can
+    # finish its step and checkpoint; the replica ends when replica 0 closes it or dies (`watch_parent`).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if spec["core"] is not None:
         os.sched_setaffinity(0, {spec["core"]})
     watch_parent(spec["parent_pid"])

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from harness.execution.strategies.base import DeviceStrategy
-from harness.execution.strategies.processes import GROUP_BACKENDS, ProcessReplicas, ReplicaFailure
+from harness.execution.strategies.process_comm import ReplicaFailure
+from harness.execution.strategies.processes import GROUP_BACKENDS, ProcessReplicas
 from harness.execution.strategies.replicas import SyncReplicas
 
 __all__ = ["DeviceStrategy", "MODES", "ProcessReplicas", "ReplicaFailure", "STRATEGIES", "SyncReplicas",

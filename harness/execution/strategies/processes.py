@@ -47,8 +47,7 @@ from typing import Any, Sequence
 
 from harness.execution.strategies.base import DeviceStrategy
 from harness.execution.strategies.process_calls import ReplicatedCall
-from harness.execution.strategies.process_comm import (BUCKET_BYTES, ReplicaComm, ReplicaFailure, install_allreduce,
-                                                       send_arrays)
+from harness.execution.strategies.process_comm import BUCKET_BYTES, ReplicaComm, install_allreduce, send_arrays
 from harness.execution.strategies.process_worker import replica_main
 from harness.execution.strategies.replicas import REDUCTIONS
 

@@ -25,6 +25,16 @@ def max_diff(a: dict, b: dict) -> float:
     return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
 
 
+def assert_same_dqn_updates(single, multi, rows: int, seeds) -> None:
+    """DQN updates on the same batches (one per seed): loss and TD errors, then the weights, equal to 1e-5."""
+    for seed in seeds:
+        args = mdg.batch("dqn", rows, seed=seed)
+        a, b = single.execute("update_from_batch", *args), multi.execute("update_from_batch", *args)
+        np.testing.assert_allclose(a[0], b[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(a[2], b[2], rtol=1e-5, atol=1e-5)
+    assert max_diff(mdg.main_weights(single), mdg.main_weights(multi)) < 1e-5
+
+
 @pytest.mark.parametrize("backend", ["torch", "tf"])
 @pytest.mark.parametrize("loss,size", [("dqn", 7), ("impala", 5)])
 def test_two_processes_equal_one_device_on_the_whole_batch(backend, loss, size):
@@ -65,12 +75,7 @@ def test_three_replicas_odd_batch_torch():
     distributed test, fails it if the group listens anywhere but loopback)."""
     single, multi = mdg.build("dqn", "torch", None), processes("dqn", "torch", replicas=3)
     try:
-        for step in range(2):
-            args = mdg.batch("dqn", 7, seed=10 + step)
-            a, b = single.execute("update_from_batch", *args), multi.execute("update_from_batch", *args)
-            np.testing.assert_allclose(a[0], b[0], rtol=1e-5, atol=1e-5)
-            np.testing.assert_allclose(a[2], b[2], rtol=1e-5, atol=1e-5)
-        assert max_diff(mdg.main_weights(single), mdg.main_weights(multi)) < 1e-5
+        assert_same_dqn_updates(single, multi, 7, seeds=[10, 11])
     finally:
         multi.close()
     assert multiprocessing.active_children() == []
@@ -109,12 +114,7 @@ def test_nccl_processes_equal_one_device():
     multi = processes("dqn", "torch", devices=devices)
     try:
         assert multi.strategy.describe()["backend"] == "nccl"
-        for step in range(3):
-            args = mdg.batch("dqn", 7, seed=step)
-            a, b = single.execute("update_from_batch", *args), multi.execute("update_from_batch", *args)
-            np.testing.assert_allclose(a[0], b[0], rtol=1e-5, atol=1e-5)
-            np.testing.assert_allclose(a[2], b[2], rtol=1e-5, atol=1e-5)
-        assert max_diff(mdg.main_weights(single), mdg.main_weights(multi)) < 1e-5
+        assert_same_dqn_updates(single, multi, 7, seeds=[0, 1, 2])
     finally:
         multi.close()
     assert multiprocessing.active_children() == []

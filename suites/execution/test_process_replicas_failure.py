@@ -111,3 +111,17 @@ def test_a_replica_that_cannot_build_is_reported_with_its_traceback():
     assert "replica 1 of 2" in str(err.value) and "cuda:7" in str(err.value)
     multi.close()
     assert multiprocessing.active_children() == []
+
+
+def test_a_root_that_cannot_be_handed_to_the_replicas_is_refused_by_name():
+    """The spawn pickles the root for the replicas: a root holding something unpicklable (a lock) stops the build
+    with one error naming the root and the reason, and no replica process is left."""
+    import threading
+
+    graph, spaces = mdg.dqn_graph(hidden=(16,))
+    graph.unpicklable = threading.Lock()
+    with pytest.raises(ValueError, match=r"the root DQNGraph 'dqn' cannot be handed to replica processes \(pickling "
+                                         r"it failed: TypeError: cannot pickle '_thread.lock' object\)"):
+        mdg.GraphExecutor(graph, spaces, backend="torch", api_methods=mdg.dqn_methods(False),
+                          strategy=ProcessReplicas(3, ["update_from_batch"]))
+    assert multiprocessing.active_children() == []

@@ -8,7 +8,6 @@ twice a second, and the pipe from the parent reads end-of-file when the parent's
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 import threading
 import time
@@ -72,12 +71,13 @@ def _threads(backend: str) -> None:
         tf.config.threading.set_inter_op_parallelism_threads(1)
 
 
-def replica_main(spec: dict[str, Any], blueprint: bytes, conn: Any) -> None:
-    """Replica ``spec["rank"]``: joins the group, builds the graph from ``blueprint``, then serves calls.
+def replica_main(spec: dict[str, Any], bp: dict[str, Any], conn: Any) -> None:
+    """Replica ``spec["rank"]``: joins the group, builds the graph from ``bp``, then serves calls.
 
     ``spec`` (from `ProcessReplicas`): rank, world, store, group_backend, comm_device, device, core,
-    parent_pid, timeout_s, bucket_bytes, optimizer, methods. ``blueprint``: the pickled executor arguments
-    (root before expansion, input spaces, backend, seed, device map), handed over by the spawn.
+    parent_pid, timeout_s, bucket_bytes, optimizer, methods. ``bp``: the executor's arguments (executor class,
+    root before expansion, input spaces, backend, seed, device map), handed over by the spawn as its process
+    arguments (from the parent that started this process, never from a socket).
     """
     os.environ.update(ONE_THREAD)
     # A terminal's Ctrl-C reaches the whole process group: the replica ignores it, so replica 0's trainer can
@@ -88,7 +88,6 @@ def replica_main(spec: dict[str, Any], blueprint: bytes, conn: Any) -> None:
     watch_parent(spec["parent_pid"])
     comm = ReplicaComm(spec["rank"], spec["world"], spec["comm_device"], spec["bucket_bytes"])
     try:
-        bp = pickle.loads(blueprint)
         _threads(bp["backend"])
         specs = bp["root"].api_specs()
         used = {a for m in spec["methods"] for a in specs[m].arg_names}

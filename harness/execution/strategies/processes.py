@@ -38,7 +38,6 @@ from __future__ import annotations
 import importlib.util
 import multiprocessing as mp
 import os
-import pickle
 import shutil
 import signal
 import tempfile
@@ -106,7 +105,7 @@ class ProcessReplicas(DeviceStrategy):
         self.backend = _group_backend(backend, self.devices or [])
         self.optimizer_attr, self.bucket_bytes, self.timeout_s, self.pin = optimizer, bucket_bytes, timeout_s, pin
         self.comm = ReplicaComm(0, replicas, self._comm_device(0), bucket_bytes)
-        self._blueprint: bytes | None = None
+        self._blueprint: dict[str, Any] | None = None
         self.procs: list[Any] = []  # replicas 1..N-1
         self.conns: list[Any] = []  # replica 0's end of each one's pipe
         self._folder: str | None = None
@@ -132,8 +131,8 @@ class ProcessReplicas(DeviceStrategy):
         backend, seed, device map).
 
         Raises:
-            ValueError: naming the root when it cannot be handed to a process (not picklable), or for a
-                TF graph with NCCL.
+            ValueError: for a TF graph with NCCL, or methods the executor does not build (a root that cannot
+                be handed to a process, not picklable, is refused by `expand`).
         """
         if self._blueprint is not None:
             raise RuntimeError("ProcessReplicas: one strategy serves one executor; make a new one")
@@ -144,23 +143,17 @@ class ProcessReplicas(DeviceStrategy):
         if missing:
             raise ValueError(f"ProcessReplicas: method(s) {missing} to replicate are not among the executor's "
                              f"api_methods {executor.api_methods}")
-        try:
-            self._blueprint = pickle.dumps({"executor": type(executor), "root": executor.root, "input_spaces": executor.input_spaces,
-                                            "backend": executor.backend_name, "seed": executor.seed,
-                                            "device_map": executor.device_map})
-        except Exception as exc:
-            raise ValueError(f"ProcessReplicas: the root {type(executor.root).__name__} "
-                             f"{executor.root.global_scope!r} cannot be handed to replica processes "
-                             f"(pickling it failed: {type(exc).__name__}: {exc})") from exc
+        self._blueprint = {"executor": type(executor), "root": executor.root, "input_spaces": executor.input_spaces,
+                           "backend": executor.backend_name, "seed": executor.seed, "device_map": executor.device_map}
 
     def expand(self, root: Any) -> Any:
-        """Gives the root's optimizer the all-reducing step, places it on replica 0's device and starts the
-        replica processes (which join the group while this one builds)."""
+        """Starts the replica processes (which get the root as it is and join the group while this one builds),
+        then gives the root's optimizer the all-reducing step and places it on replica 0's device."""
+        if self._blueprint is not None and not self.procs:
+            self._start()
         install_allreduce(root, self.optimizer_attr, self.comm, "ProcessReplicas")
         if self.devices:
             root.device = self.devices[0]
-        if self._blueprint is not None and not self.procs:
-            self._start()
         return root
 
     def wrap_call(self, executor: Any, method: str, call: Any) -> Any:
@@ -187,8 +180,17 @@ class ProcessReplicas(DeviceStrategy):
                     "optimizer": self.optimizer_attr, "methods": self.methods}
             proc = ctx.Process(target=replica_main, args=(spec, self._blueprint, theirs), daemon=True,
                                name=f"spacegraph-replica-{rank}")
-            proc.start()
-            theirs.close()
+            try:
+                proc.start()  # the spawn pickles the arguments here, the root before expansion among them
+            except Exception as exc:
+                mine.close()
+                _stop(self.procs, self.conns, self._folder)
+                root = self._blueprint["root"]
+                raise ValueError(f"ProcessReplicas: the root {type(root).__name__} {root.global_scope!r} cannot be "
+                                 f"handed to replica processes (pickling it failed: {type(exc).__name__}: "
+                                 f"{exc})") from exc
+            finally:
+                theirs.close()
             self.procs.append(proc)
             self.conns.append(mine)
         self._finalizer = weakref.finalize(self, _stop, list(self.procs), list(self.conns), self._folder)

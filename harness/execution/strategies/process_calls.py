@@ -13,8 +13,9 @@ import numpy as np
 import optree
 
 from harness.execution.inputs import arg_converter
-from harness.execution.strategies.process_comm import (ReplicaFailure, batch_axis, make_group, recv_arrays, send_arrays,
-                                                       shard_sizes, synced_variables)
+from harness.execution.strategies.process_comm import (ReplicaFailure, make_group, recv_arrays, send_arrays,
+                                                       synced_variables)
+from harness.execution.strategies.replicas import batch_axis, shard_sizes
 
 
 def _identity(x: Any) -> Any:
@@ -122,6 +123,7 @@ class ReplicatedCall:
 
     def _run_locked(self, method: str, call: Callable, flat: list[dict[str, Any]], axes: list[dict[str, Any]],
                     out_axes: list[Any], total: int, n: int) -> Any:
+        flat = [{p: np.asarray(v) for p, v in leaves.items()} for leaves in flat]
         sizes = shard_sizes(total, n)
         starts = np.cumsum([0] + sizes)
         mean = self.strategy.reduction == "mean"
@@ -129,15 +131,10 @@ class ReplicatedCall:
         norm_scale = 1.0 if mean else 1.0 / n
 
         def shard(r: int) -> list[dict[str, Any]]:
-            args = []
-            for i, leaves in enumerate(flat):
-                part = {}
-                for p, v in leaves.items():
-                    ax = axes[i][p]
-                    v = np.asarray(v)
-                    part[p] = v if ax is None else np.take(v, np.arange(starts[r], starts[r + 1]), axis=ax)
-                args.append(part)
-            return args
+            """Replica ``r``'s rows of every batched leaf: views of the batch (a slice along the batch axis)."""
+            rows = slice(starts[r], starts[r + 1])
+            return [{p: v if axes[i][p] is None else v[(slice(None),) * axes[i][p] + (rows,)]
+                     for p, v in leaves.items()} for i, leaves in enumerate(flat)]
 
         stage, applied = "start", False
         try:

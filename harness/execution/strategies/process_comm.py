@@ -14,7 +14,7 @@ broadcast and the wire format of batches and outputs.
   that arrives is unpickled): `send_arrays` / `recv_arrays`.
 - **What replica 0 and the replicas share**: `ReplicaFailure`, `install_allreduce` (the optimizer step that
   all-reduces; its returned gradient norm is scaled so that merging the replicas' outputs gives the whole
-  batch's norm), `synced_variables`, `shard_sizes`, `batch_axis`.
+  batch's norm), `synced_variables`.
 
 The process group is torch's gloo bound to 127.0.0.1 (or NCCL for CUDA tensors), made over a file store in a
 private folder, as `harness.execution.strategies.distributed.launch` makes its own; it is a group object of its
@@ -302,15 +302,3 @@ def synced_variables(executor: Any) -> tuple[list[str], list[Any]]:
     host = tuple(f"{root}/{h}/" for h in HOST_COMPONENTS)
     items = [(k, v) for k, v in executor.variables().items() if not k.startswith(host)]
     return [k for k, _ in items], [v for _, v in items]
-
-
-def shard_sizes(total: int, count: int) -> list[int]:
-    """Rows per shard as `BatchSharder` cuts them (the first ``total % count`` shards get one more)."""
-    base, rem = divmod(total, count)
-    return [base + (1 if i < rem else 0) for i in range(count)]
-
-
-def batch_axis(space: Any) -> int | None:
-    """The batch axis of a leaf space, None when it has no batch rank."""
-    ranks = space.extra_ranks
-    return ranks.index("B") if "B" in ranks else None

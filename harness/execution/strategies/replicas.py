@@ -47,11 +47,23 @@ def _move(backend: Any, x: Any, like: Any) -> Any:
     return x
 
 
-def _batch_axis(space: Space) -> int:
+def batch_axis(space: Space) -> int | None:
+    """The batch axis of a leaf space, None when it has no batch rank."""
     ranks = space.extra_ranks
-    if "B" not in ranks:
+    return ranks.index("B") if "B" in ranks else None
+
+
+def _batch_axis(space: Space) -> int:
+    axis = batch_axis(space)
+    if axis is None:
         raise ValueError(f"SyncReplicas: every input of a replicated method needs a batch rank; {space!r} has none")
-    return ranks.index("B")
+    return axis
+
+
+def shard_sizes(total: int, count: int) -> list[int]:
+    """Rows per shard as `BatchSharder` cuts them (the first ``total % count`` shards get one more)."""
+    base, rem = divmod(total, count)
+    return [base + (1 if i < rem else 0) for i in range(count)]
 
 
 class BatchSharder(Component):

@@ -251,7 +251,8 @@ def load_agent_config(config: str | os.PathLike | dict[str, Any] | BaseModel,
     try:
         return model.model_validate(data), source
     except ValidationError as exc:
-        problems = [(".".join(str(p) for p in err["loc"] if p not in (_NAME_TAG, _MAPPING_TAG)), err["msg"].removeprefix("Value error, ")
+        problems = [(".".join(str(p) for p in err["loc"] if p not in (_NAME_TAG, _MAPPING_TAG)),
+                     err["msg"].removeprefix("Value error, ")
                      + (f" (got {err['input']!r})" if err["type"] not in ("missing", "extra_forbidden")
                         and not isinstance(err.get("input"), (dict, list)) else ""))
                     for err in exc.errors()]

@@ -11,9 +11,10 @@ For one backend per run (a fresh interpreter, `result_isolated`) and each loss (
 
 The per-replica batch is fixed: a replicated update takes N x ``batch`` rows (IMPALA: N x ``rollouts`` rollouts
 of 5 steps), so **updates/s counts synchronous updates, each of N x batch rows** (N x rollouts x 5 steps), and
-samples/s = updates/s x N x batch (N x rollouts x 5). One framework thread per replica: this process runs with one intra-op thread (PyTorch
-and TensorFlow) and ``tf_inter_op`` inter-op threads (1, except for TF towers, whose concurrency is the
-inter-op pool); each replica process runs with one thread (pinned to its own core when there are enough).
+samples/s = updates/s x N x batch (N x rollouts x 5). One framework thread per replica: this process runs
+with one intra-op thread (PyTorch and TensorFlow) and ``tf_inter_op`` inter-op threads (1, except for TF
+towers, whose concurrency is the inter-op pool); each replica process runs with one thread (pinned to its own
+core when there are enough).
 The settings are built, warmed up, then timed in ``repeats`` interleaved rounds of at least ``seconds`` each;
 each figure is the median of its rounds, so a ratio such as processes 2 / single is taken in one run.
 

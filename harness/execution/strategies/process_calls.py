@@ -88,7 +88,8 @@ class ReplicatedCall:
         where = f"{type(self.executor.root).__name__} {self.executor.root.global_scope!r}"
         names = list(api.arg_spaces)
         spaces = list(api.arg_spaces.values())
-        checks = [arg_converter(where, method, a, s, _identity, self.executor.validate) for a, s in api.arg_spaces.items()]
+        checks = [arg_converter(where, method, a, s, _identity, self.executor.validate)
+                  for a, s in api.arg_spaces.items()]
         axes = [{p: batch_axis(leaf) for p, leaf in s.leaves()} for s in spaces]
         out_axes = [batch_axis(s) for s in optree.tree_leaves(api.output_space)] if api.output_space is not None else []
 

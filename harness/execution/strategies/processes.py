@@ -4,8 +4,9 @@ What runs where: the process that builds the `GraphExecutor` is replica 0 (the t
 holds replay, and is left with its own threads and cores). At build, the strategy spawns replicas 1..N-1
 (daemon processes; `harness.execution.strategies.process_worker`), each of which builds the replicated methods
 of the same root (handed over pickled by the spawn, with the same seed) on its own device (with one thread,
-pinned to core ``r % cores`` when the machine has at least N cores) and serves updates. The replicas and replica 0 form a ``torch.distributed`` group (gloo bound to 127.0.0.1 over a file
-store in a private folder, or NCCL for CUDA devices).
+pinned to core ``r % cores`` when the machine has at least N cores) and serves updates. The replicas and
+replica 0 form a ``torch.distributed`` group (gloo bound to 127.0.0.1 over a file store in a private folder, or
+NCCL for CUDA devices).
 
 A replicated call on replica 0 (e.g. ``update_from_batch`` with the whole batch):
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
-#: The modes of ``execution.strategy`` a run may be given (``harness.execution.strategies.make_strategy``).
-REPLICA_MODES = ("processes", "towers")
+from harness.execution.strategies import MODES
 
 
 def config_mode(strategy: Any) -> str | None:
@@ -36,8 +35,8 @@ def replica_strategy(execution: dict[str, Any], replicas: int, mode: str | None 
     """
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise ValueError(f"--replicas: expected a positive number of replicas; got {replicas!r}")
-    if mode is not None and mode not in REPLICA_MODES:
-        raise ValueError(f"--replica-mode: expected one of {', '.join(REPLICA_MODES)}; got {mode!r}")
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"--replica-mode: expected one of {', '.join(MODES)}; got {mode!r}")
     if replicas == 1:
         return "local"
     current = execution.get("strategy", "local")

@@ -74,13 +74,19 @@ def close_agent(agent: Any) -> None:
         close()
 
 
+def with_strategy(config: dict[str, Any], strategy: dict[str, Any] | str) -> dict[str, Any]:
+    """A copy of a config dict whose ``execution.strategy`` is ``strategy`` (the rest of ``execution``, ``trace``
+    and ``replay``, kept; the older form's ``execution.devices`` dropped)."""
+    config = copy.deepcopy(config)
+    execution = dict(config.get("execution") or {})
+    execution.pop("devices", None)
+    execution["strategy"] = strategy
+    config["execution"] = execution
+    return config
+
+
 def acting_config(config: dict[str, Any]) -> dict[str, Any]:
     """A copy of a config dict for an agent that only acts (an IMPALA actor, an Ape-X worker): its
     ``execution.strategy`` is ``local``, since replicas of the update are the learner's alone (an actor that kept a
     ``processes`` strategy would start replica processes of its own)."""
-    config = copy.deepcopy(config)
-    execution = dict(config.get("execution") or {})
-    execution["strategy"] = "local"
-    execution.pop("devices", None)
-    config["execution"] = execution
-    return config
+    return with_strategy(config, "local")

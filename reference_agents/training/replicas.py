@@ -4,10 +4,10 @@ the strategy it ran with (`strategy_record`)."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Callable
 
 from harness.execution.strategies import MODES
+from reference_agents.agents.base import with_strategy
 
 
 def config_mode(strategy: Any) -> str | None:
@@ -61,13 +61,7 @@ def with_replicas(config: dict[str, Any], replicas: int, mode: str | None = None
     Raises:
         ValueError: naming the flag, as `replica_strategy`.
     """
-    config = copy.deepcopy(config)
-    execution = dict(config.get("execution") or {})
-    strategy = replica_strategy(execution, replicas, mode)
-    execution.pop("devices", None)
-    execution["strategy"] = strategy
-    config["execution"] = execution
-    return config
+    return with_strategy(config, replica_strategy(dict(config.get("execution") or {}), replicas, mode))
 
 
 def strategy_record(agent: Any) -> dict[str, Any] | None:

@@ -56,7 +56,7 @@ class FakeAgent:
         self.observed: list[dict[str, Any]] = []             # observe() calls
         self.transitions: list[dict[str, Any]] = []          # observe_transitions() calls
         self.folded: list[dict[str, Any]] = []               # what observe() folded (agent side)
-        self.td_calls: list[dict[str, Any]] = []
+        self.q_calls: list[np.ndarray] = []                  # q_values() calls (states)
         self.resets: list[list[int]] = []
         self.updates = 0
         self._acc: dict[int, NStepAccumulator] = {}
@@ -84,12 +84,20 @@ class FakeAgent:
         self.transitions.append({k: np.array(v) for k, v in records.items()})
         self.timesteps += len(records["rewards"])
 
-    def td_errors(self, records: dict[str, Any]) -> np.ndarray:
-        self.td_calls.append(records)
-        s = np.asarray(records["states"], np.float64).reshape(len(records["rewards"]), -1).sum(1)
-        s2 = np.asarray(records["next_states"], np.float64).reshape(len(records["rewards"]), -1).sum(1)
-        return (np.asarray(records["rewards"]) - 1.25 + np.asarray(records["discounts"])
-                * (1.0 - np.asarray(records["terminals"], np.float64)) * s2 - s - 0.1 * records["actions"])
+    def fixed_q_values(self, states: Any) -> np.ndarray:
+        """Q-values ``[N, A]``, a fixed function of each observation: ``Q(s, a) = sum(s) - 0.1 a`` (nothing
+        recorded)."""
+        flat = np.asarray(states, np.float64).reshape(len(states), -1).sum(1)
+        return (flat[:, None] - 0.1 * np.arange(self.num_actions)[None]).astype(np.float32)
+
+    def q_values(self, states: Any) -> np.ndarray:
+        """`fixed_q_values`, the call recorded in ``q_calls``."""
+        self.q_calls.append(np.array(states))
+        return self.fixed_q_values(states)
+
+    def get_actions_and_q_values(self, states: Any, explore: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """`get_actions` and the Q-values of the same states (recorded in ``acted``, not in ``q_calls``)."""
+        return self.get_actions(states, explore), self.fixed_q_values(states)
 
     def update_on_schedule(self) -> list[dict[str, float]]:
         out = []

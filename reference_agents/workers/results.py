@@ -77,7 +77,8 @@ class SampleBatch:
     Attributes:
         records: dict of arrays with keys ``states, actions, rewards, next_states, terminals,
             discounts`` and one row per transition (empty arrays when none finished).
-        priorities: ``|TD error|`` per transition with ``compute_priorities``, else None.
+        priorities: the act-time ``|TD error|`` per transition with ``compute_priorities`` (`ActTimePriorities`),
+            else None.
         stats: the `WorkerStats` of the steps taken.
     """
 

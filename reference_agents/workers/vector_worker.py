@@ -12,11 +12,12 @@ import numpy as np
 from harness.execution.inputs import default_validate
 from harness.seeds import derive_seed
 from reference_agents.components.helpers.n_step import NStepAccumulator
+from reference_agents.workers.act_time_priorities import ActTimePriorities
 from reference_agents.workers.checks import WorkerChecks
 from reference_agents.workers.envs import EnvFactory, VectorEnv, index_value
 from reference_agents.workers.greedy import GreedyEvaluation
 from reference_agents.workers.results import (Episode, SampleBatch, WorkerStats, concat_records,
-                                               mean_episode_return, slice_records, stack_records)
+                                               mean_episode_return, stack_records)
 
 
 #: What `VectorEnvWorker._step` returns for no episodes, records or metrics (nothing appends to it).
@@ -34,13 +35,16 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
       env_id=range(N), truncated=truncated)``; the agent folds n-step windows per env;
     - with ``worker_side_n_step`` the worker folds them itself (one `NStepAccumulator`
       per environment) and calls ``agent.observe_transitions(records)`` with the finished
-      ones; ``compute_priorities`` adds ``|agent.td_errors(records)|`` to them
-      (kept as ``last_priorities``);
+      ones;
     - with ``observe=False`` nothing reaches the agent: `sample` returns the folded
-      transitions (and priorities, from one ``td_errors`` call per `PRIORITY_CHUNK`
-      transitions of the call) instead, for a replay elsewhere (Ape-X); `run` then
-      only acts and steps (it keeps nothing, so it folds nothing, and n-step windows left
-      open by an earlier `sample` are dropped).
+      transitions instead, for a replay elsewhere (Ape-X); `run` then only acts and steps
+      (it keeps nothing, so it folds nothing, and n-step windows left open by an earlier
+      `sample` are dropped). ``compute_priorities`` adds their initial priorities from the
+      Q-values the act call computed (``agent.get_actions_and_q_values``; see
+      `ActTimePriorities`): ``|R + discount * max_a Q(s', a) - Q(s, a)|``, one forward pass per
+      step (plus one ``agent.q_values`` call on the final observations of time-limited episodes).
+      A transition that bootstraps from a state acted on only in the next step comes with
+      that step (a later `sample` call's batch when it is the last step of this one).
 
     With worker-side folding the agent counts the records it is given as its env
     steps (``observe_transitions``); each env step starts one window and every
@@ -58,7 +62,8 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
 
     Args:
         agent: an object with the agent interface (``get_actions``, ``observe``,
-            ``observe_transitions``, ``update_on_schedule``, ``td_errors``, ``reset_preprocessor``,
+            ``observe_transitions``, ``update_on_schedule``, ``get_actions_and_q_values`` and ``q_values``
+            (``compute_priorities``), ``reset_preprocessor``,
             ``state_space``, and optionally ``action_space``: see ``validate``); only the methods a
             configuration uses are needed.
         env_id: a gymnasium id, or a callable returning a new environment.
@@ -68,8 +73,8 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
         n_step: the window length for worker-side folding; default the agent config's
             ``n_step`` (1 without one).
         worker_side_n_step: fold n-step transitions in the worker, not in the agent.
-        compute_priorities: compute ``|TD error|`` priorities of folded transitions with
-            ``agent.td_errors`` (needs worker-side folding or ``observe=False``).
+        compute_priorities: compute the initial priorities of the transitions `sample` returns from the
+            act-time Q-values (needs ``observe=False``).
         gamma: the discount for worker-side folding; default the agent config's ``gamma``.
         observe: pass transitions to the agent.
         update: call ``agent.update_on_schedule()`` after each step.
@@ -88,7 +93,6 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
             fit the agent's (naming both).
     """
 
-    PRIORITY_CHUNK = 256   # records per td_errors call when `sample` computes priorities
     SMALL_ACTIONS = 32     # up to this many discrete actions per step are bounds-checked in Python, not NumPy
 
     def __init__(self, agent: Any, env_id: str | EnvFactory, num_envs: int = 1, seed: int = 0,
@@ -104,9 +108,9 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
             raise ValueError(f"VectorEnvWorker: seed must be an int; got {seed!r}")
         if seed < 0:
             raise ValueError(f"VectorEnvWorker: seed must be >= 0 (environments take non-negative seeds); got {seed}")
-        if compute_priorities and observe and not worker_side_n_step:
-            raise ValueError("VectorEnvWorker: compute_priorities needs worker_side_n_step=True or observe=False "
-                             "(with agent-side folding the worker never sees the finished transitions)")
+        if compute_priorities and observe:
+            raise ValueError("VectorEnvWorker: compute_priorities needs observe=False (the priorities come with "
+                             "the transitions `sample` returns; an observing worker hands them to the agent)")
         self.agent = agent
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs or {})
@@ -131,6 +135,7 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
         self._check_spaces()
         self._accumulators = ([NStepAccumulator(self.n_step, self.gamma) for _ in range(self.num_envs)]
                               if self.folds else [])
+        self._scorer = ActTimePriorities(self.num_envs) if compute_priorities else None
         self._obs: Any = None
         self._running_return = np.zeros(self.num_envs, np.float64)
         # An episode's length is the lockstep steps since it started (one counter, not an add per env and step).
@@ -176,8 +181,7 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
         self.resets += 1
         self._running_return[:] = 0.0
         self._episode_start[:] = self._lockstep
-        for acc in self._accumulators:
-            acc.clear()
+        self._drop_open_windows()
         self._check_observations(self._obs, "after reset")
         if hasattr(self.agent, "reset_preprocessor"):
             self.agent.reset_preprocessor(list(range(self.num_envs)))
@@ -186,9 +190,15 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
         """One lockstep step of all environments; returns finished episodes, folded records and update metrics."""
         step = self.total_steps
         obs = self._obs
-        actions = self.agent.get_actions(obs, explore=self.explore)
+        scorer = self._scorer if keep_records else None
+        if scorer is not None:
+            actions, q_values = self.agent.get_actions_and_q_values(obs, explore=self.explore)
+        else:
+            actions = self.agent.get_actions(obs, explore=self.explore)
         if not self._trusted_actions:
             actions = self._check_actions(actions, step)
+        if scorer is not None:
+            scorer.acted(q_values, actions)
         next_obs, rewards, terminated, truncated, _, act_on = self.envs.step(actions)
         any_done = act_on is not next_obs  # VectorEnv.step returns one object for both when no episode ended
         if any_done and self.validate:
@@ -197,12 +207,17 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
         if self.folds and (self.observe or keep_records):
             records = []
             for i, acc in enumerate(self._accumulators):
-                records.extend(acc.push(index_value(obs, i), actions[i], rewards[i], index_value(next_obs, i),
-                                        bool(terminated[i]), bool(truncated[i])))
+                done = acc.push(index_value(obs, i), actions[i], rewards[i], index_value(next_obs, i),
+                                bool(terminated[i]), bool(truncated[i]))
+                if scorer is None:
+                    records.extend(done)
+                elif done:
+                    scorer.finished(i, done, bool(truncated[i]))
+            if scorer is not None:
+                scorer.score_truncated(self.agent, next_obs)
+                records, self.last_priorities = scorer.take()
             if records:
                 batch = stack_records(records)
-                if self.compute_priorities and self.observe:   # `sample` computes them once per call
-                    self.last_priorities = np.abs(np.asarray(self.agent.td_errors(batch), np.float64)).reshape(-1)
                 if self.observe:
                     self.agent.observe_transitions(batch)
                 records = [batch]
@@ -261,8 +276,9 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
         """Steps ``num_steps`` env steps and returns the transitions they finished (Ape-X workers).
 
         The transitions are folded in the worker (n-step per environment); windows still open carry
-        over to the next call. With ``compute_priorities`` their ``|TD error|`` comes along. They are
-        also observed by the agent only when the worker was made with ``observe=True``.
+        over to the next call. With ``compute_priorities`` their act-time priorities come along (a
+        transition whose bootstrap state is acted on in the next call's first step comes with that
+        call). They are also observed by the agent only when the worker was made with ``observe=True``.
 
         Raises:
             ValueError: if the worker does not fold transitions (``observe=True`` without
@@ -272,22 +288,14 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
             raise ValueError("VectorEnvWorker.sample: the worker does not fold transitions; make it with "
                              "observe=False (or worker_side_n_step=True)")
         stats, records, priorities = self._loop(num_steps, None, None, 1000, keep_records=True)
-        batch = concat_records(records)
-        if self.compute_priorities and not self.observe:
-            # one td_errors call per sample (in chunks): the weights cannot change within a call, and a few
-            # calls on large batches cost far less than one on N records per step (a Nature CNN on Pong)
-            prio = self._priorities(batch) if records else np.zeros(0)
-        else:
-            prio = np.concatenate(priorities) if priorities else (np.zeros(0) if self.compute_priorities else None)
-        return SampleBatch(batch, prio, stats)
+        prio = np.concatenate(priorities) if priorities else (np.zeros(0) if self.compute_priorities else None)
+        return SampleBatch(concat_records(records), prio, stats)
 
-    def _priorities(self, batch: dict[str, Any]) -> np.ndarray:
-        n = len(batch["actions"])
-        chunks = [np.abs(np.asarray(self.agent.td_errors(
-            batch if n <= self.PRIORITY_CHUNK else slice_records(batch, s, s + self.PRIORITY_CHUNK)),
-            np.float64)).reshape(-1) for s in range(0, n, self.PRIORITY_CHUNK)]
-        self.last_priorities = chunks[-1]
-        return np.concatenate(chunks)
+    def _drop_open_windows(self) -> None:
+        for acc in self._accumulators:
+            acc.clear()
+        if self._scorer is not None:
+            self._scorer.clear()
 
     def _loop(self, num_steps: int | None, num_episodes: int | None, callback: Callable[[WorkerStats], Any] | None,
               callback_every: int, keep_records: bool) -> tuple[WorkerStats, list[dict], list[np.ndarray]]:
@@ -305,8 +313,7 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
         if self.folds and not (self.observe or keep_records):
             # `run` of a worker that does not observe keeps nothing, so it folds nothing; windows left open by
             # an earlier `sample` are dropped, as their next steps are not collected.
-            for acc in self._accumulators:
-                acc.clear()
+            self._drop_open_windows()
         stats = WorkerStats()
         records: list[dict] = []
         priorities: list[np.ndarray] = []
@@ -317,7 +324,7 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
             finished, recs, metrics = self._step(keep_records)
             if keep_records and recs:
                 records.extend(recs)
-                if self.compute_priorities and self.observe:   # else `sample` scores the whole call
+                if self.compute_priorities:
                     priorities.append(self.last_priorities)
             if finished:
                 stats.episodes.extend(finished)

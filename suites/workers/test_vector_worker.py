@@ -216,7 +216,14 @@ def test_worker_side_n_step_equals_agent_side_folding(cartpole_agent, policies):
     assert_records_match(concat(other.transitions), fold_reference(rows, n_step, gamma))
 
 
-def test_sample_returns_priorities_without_observing(cartpole_agent, policies):
+def act_time_priority(agent, record):
+    """The Ape-X actor's priority of one folded record from the fake agent's fixed Q-values (NumPy oracle)."""
+    q = agent.fixed_q_values(np.stack([record["states"], record["next_states"]])).astype(np.float64)
+    bootstrap = 0.0 if record["terminals"] else record["discounts"] * q[1].max()
+    return abs(record["rewards"] + bootstrap - q[0, record["actions"]])
+
+
+def test_sample_returns_act_time_priorities_without_observing(cartpole_agent, policies):
     n, seed, steps = 2, 9, 45
     agent = cartpole_agent(n_step=2, gamma=0.5)
     worker = VectorEnvWorker(agent, "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT, observe=False,
@@ -225,37 +232,52 @@ def test_sample_returns_priorities_without_observing(cartpole_agent, policies):
     second = worker.sample(n * steps - 40)
     assert agent.observed == [] and agent.transitions == [] and agent.timesteps == 0
     assert first.stats.steps == 40 and worker.total_steps == n * steps
+    assert len(first) == len(first.priorities) and len(second) == len(second.priorities)
     records = concat([first.records, second.records])
-    assert_records_match(records, fold_reference(hand_stepped(policies[0], n, seed, steps), 2, 0.5))
     priorities = np.concatenate([first.priorities, second.priorities])
-    td = agent.td_errors(records)
-    assert (td < 0).any() and (td > 0).any()
-    np.testing.assert_allclose(priorities, np.abs(td), rtol=1e-6)
-    assert len(first) == len(first.priorities) and (priorities >= 0).all()
-    # worker-side folding with observing: the same records reach the agent, priorities kept
-    observing = cartpole_agent(n_step=2, gamma=0.5)
-    w2 = VectorEnvWorker(observing, "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT,
-                         worker_side_n_step=True, compute_priorities=True)
-    w2.run(num_steps=n * steps)
-    np.testing.assert_array_equal(concat(observing.transitions)["states"], records["states"])
-    np.testing.assert_allclose(w2.last_priorities, np.abs(observing.td_errors(observing.transitions[-1])))
+    rows = hand_stepped(policies[0], n, seed, steps)
+    reference = fold_reference(rows, 2, 0.5)
+    # every transition but those bootstrapping from the states of the last step (acted on in the next call's
+    # first step, their priority unknown until then) came, with the priority of the act-time Q-values
+    last = {env_rows[-1]["next"].tobytes() for env_rows in rows if not (env_rows[-1]["term"] or env_rows[-1]["trunc"])}
+    assert_records_match(records, {k: r for k, r in reference.items() if r["next_states"].tobytes() not in last})
+    assert len(reference) - len(records["rewards"]) == len(last) == n
+    assert any(r["terminals"] for r in reference.values()) and any(r["trunc"] for env in rows for r in env)
+    for j in range(len(priorities)):
+        record = {k: v[j] for k, v in records.items()}
+        assert priorities[j] == pytest.approx(act_time_priority(agent, record), rel=1e-5, abs=1e-5), j
+    # the windows that waited come first in the next call, scored with the values of its first act call
+    third = worker.sample(n)
+    waited = [j for j in range(len(third)) if third.records["next_states"][j].tobytes() in last]
+    assert len(waited) == n and waited == list(range(n))
 
 
-def test_sample_computes_priorities_once_per_chunk_of_the_call(cartpole_agent):
-    n, seed = 3, 4
-    agent = cartpole_agent(n_step=3, gamma=0.9)
-    worker = VectorEnvWorker(agent, "CartPole-v1", num_envs=n, seed=seed, env_kwargs=LIMIT, observe=False,
-                             compute_priorities=True, update=False)
-    worker.PRIORITY_CHUNK = 7
-    batch = worker.sample(n * 20)
-    count = len(batch)
-    assert count > 2 * 7
-    # ceil(count / 7) calls on slices of the call's transitions in order, not one per lockstep step
-    assert [len(c["rewards"]) for c in agent.td_calls] == [min(7, count - s) for s in range(0, count, 7)]
-    np.testing.assert_array_equal(np.concatenate([c["states"] for c in agent.td_calls]), batch.records["states"])
-    np.testing.assert_allclose(batch.priorities, np.abs(agent.td_errors(batch.records)), rtol=1e-12)
-    last = count - (count - 1) // 7 * 7   # the last chunk's size
-    np.testing.assert_array_equal(worker.last_priorities, batch.priorities[-last:])
+def test_priorities_take_one_act_call_per_step_and_q_values_only_at_time_limits(fake_agent_cls):
+    # env 0: terminated after 3 steps, truncated after 5; env 1: truncated every 4 steps
+    scripts = [[(3, "terminated"), (5, "truncated")], [(4, "truncated")]]
+    made = []
+
+    def factory():
+        made.append(ScriptedEnv(scripts[len(made)]))
+        return made[-1]
+
+    agent = fake_agent_cls(from_gymnasium(ScriptedEnv(scripts[0]).observation_space), 2, n_step=3, gamma=0.5)
+    worker = VectorEnvWorker(agent, factory, num_envs=2, seed=11, observe=False, compute_priorities=True,
+                             update=False)
+    batch = worker.sample(2 * 16)   # 16 lockstep steps
+    assert len(agent.acted) == 16 and all(explore for _, explore in agent.acted)
+    # truncations: env 1 at steps 4, 8, 12, 16; env 0 at step 8 (with env 1: one call of two rows) and 16
+    assert [len(q) for q in agent.q_calls] == [1, 2, 1, 2]
+    np.testing.assert_array_equal(agent.q_calls[1], [[1, 5], [1, 4]])   # the final observations, not the reset
+    for j in range(len(batch)):
+        record = {k: v[j] for k, v in batch.records.items()}
+        assert batch.priorities[j] == pytest.approx(act_time_priority(agent, record), rel=1e-6), j
+    cut = ~batch.records["terminals"] & (batch.records["discounts"] > 0.5 ** 3)   # time-limited, bootstrapping
+    assert batch.records["terminals"].any() and cut.any()
+    # a run (nothing kept) acts without Q-values and scores nothing, also at its time limits (steps 20 and 24)
+    agent.q_calls.clear()
+    worker.run(num_steps=2 * 8)
+    assert agent.q_calls == [] and len(agent.acted) == 24
 
 
 def test_evaluate_is_greedy_and_observes_nothing(cartpole_agent, policies):
@@ -360,7 +382,8 @@ def test_errors_name_the_step_env_and_expectation(cartpole_agent, fake_agent_cls
     ({"num_envs": 0}, r"num_envs must be a positive int; got 0"),
     ({"seed": "0"}, r"seed must be an int; got '0'"),
     ({"observe": 1}, r"observe must be a bool; got 1"),
-    ({"compute_priorities": True}, r"compute_priorities needs worker_side_n_step=True or observe=False"),
+    ({"compute_priorities": True}, r"compute_priorities needs observe=False"),
+    ({"compute_priorities": True, "worker_side_n_step": True}, r"compute_priorities needs observe=False"),
     ({"worker_side_n_step": True, "n_step": 0}, r"n_step \(argument\) must be a positive int; got 0"),
     ({"worker_side_n_step": True, "gamma": 1.5}, r"gamma \(argument\) must be a number in \[0, 1\]; got 1.5"),
 ])

@@ -67,12 +67,40 @@ def test_worker_side_n_step_fills_replay_like_agent_side_folding():
     assert np.all(np.isclose(discounts, gamma) | np.isclose(discounts, gamma ** 2) | np.isclose(discounts, gamma ** 3))
 
 
-def test_sample_priorities_are_the_agents_td_errors():
-    agent = make_agent(loss={"n_step": 2})
-    worker = VectorEnvWorker.for_agent(agent, num_envs=2, observe=False, compute_priorities=True, update=False)
-    assert (worker.n_step, worker.gamma) == (2, agent.gamma)
-    batch = worker.sample(40)
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+def test_sample_priorities_come_from_the_act_time_q_values(backend, monkeypatch):
+    config, _ = agents.load_config(CONFIG, {"backend": backend, "seed": 3})
+    agent = agents.DQNAgent(dict(config.model_dump(by_alias=True), loss={**config.loss.model_dump(), "n_step": 3}))
+    seen = {}       # observation bytes -> the Q-values the agent computed for it
+    calls = []      # the executor's API calls
+    execute = agent.executor.execute
+
+    def counting(method, *args):
+        calls.append(method)
+        out = execute(method, *args)
+        if method in ("act_and_q_values", "q_values"):
+            q = np.asarray(out[1] if method == "act_and_q_values" else out)
+            for row, values in zip(np.asarray(args[0]), q):
+                seen[row.tobytes()] = values.astype(np.float64)
+        return out
+
+    monkeypatch.setattr(agent.executor, "execute", counting)
+    worker = VectorEnvWorker.for_agent(agent, num_envs=2, observe=False, compute_priorities=True, update=False,
+                                       env_kwargs={"max_episode_steps": 12})
+    assert (worker.n_step, worker.gamma) == (3, agent.gamma)
+    batch = worker.sample(60)
+    sampling = list(calls)
     assert agent.timesteps == 0 and agent.memory_size() == 0
-    assert len(batch) >= 36 and batch.stats.steps == 40
-    np.testing.assert_allclose(batch.priorities, np.abs(agent.td_errors(batch.records)), rtol=1e-5)
+    # one forward pass per lockstep step; q_values only on the final observations of time-limited episodes
+    steps_with_truncation = len({e.end_step for e in batch.stats.episodes if e.truncated})
+    assert steps_with_truncation > 0
+    assert sampling.count("act_and_q_values") == 30 and sampling.count("q_values") == steps_with_truncation
+    assert set(sampling) == {"act_and_q_values", "q_values"}
+    r = batch.records
+    assert len(batch) >= 50 and len(batch.priorities) == len(batch)
+    # the NumPy oracle: |R + discount * (1 - terminal) * max_a Q(s', a) - Q(s, a)| from the recorded values
+    q_s = np.stack([seen[s.tobytes()] for s in r["states"]])[np.arange(len(batch)), r["actions"]]
+    best_next = np.stack([seen[s.tobytes()] for s in r["next_states"]]).max(axis=1)
+    want = np.abs(r["rewards"] + r["discounts"] * (1.0 - r["terminals"]) * best_next - q_s)
+    np.testing.assert_allclose(batch.priorities, want, rtol=1e-5, atol=1e-6)
     assert batch.priorities.std() > 0

@@ -174,7 +174,7 @@ class DQNAgent(StagingMixin, CheckpointMixin):
             frame = ",".join(str(d) for d in self.state_space.shape[:-1])
             spaces.update(frame_slots="int64[B]", frames=f"uint8[B,{frame}]", frame_prevs="int64[B]",
                           transitions=TRANSITION_SPACE, dead_slots="int64[B]")
-        methods = ["q_values", "act", "act_greedy", "act_preprocessed", "act_greedy_preprocessed", "epsilon",
+        methods = ["q_values", "act", "act_and_q_values", "act_greedy", "act_preprocessed", "act_greedy_preprocessed", "epsilon",
                    *self.replay.methods, "update_from_batch", "td_errors", "sync_target"]
         if self.graph.preprocessor is not None:
             methods.append("preprocess")
@@ -249,6 +249,24 @@ class DQNAgent(StagingMixin, CheckpointMixin):
             actions = actions[0]
             pre = pre[0] if pre is not None else None
         return (actions, pre) if return_preprocessed else actions
+
+    def get_actions_and_q_values(self, states: np.ndarray, explore: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Actions ``int64[N]`` for a batch of observations ``[N, *obs_shape]`` and the online network's Q-values
+        ``float32[N, A]`` they were chosen from, in one forward pass (`get_actions` with the values it used;
+        greedy: ``argmax`` of the values).
+
+        Raises:
+            ValueError: if ``states`` is not a batch of the state space's shape.
+        """
+        batch, single = self._batch(states, self.state_space, "get_actions_and_q_values")
+        if single:
+            raise ValueError(f"DQNAgent.get_actions_and_q_values: states must be a batch [N, *{self._state_shape}]; "
+                             f"got one state of shape {np.shape(states)}")
+        if explore:
+            actions, q_values = self.executor.execute("act_and_q_values", batch, np.int64(self.timesteps))
+            return np.asarray(actions), np.asarray(q_values)
+        q_values = np.asarray(self.executor.execute("q_values", batch))
+        return np.argmax(q_values, axis=-1).astype(np.int64), q_values
 
     def q_values(self, states: Any) -> np.ndarray:
         """The online network's Q-values ``[N, A]`` for observations."""

@@ -65,6 +65,7 @@ class DQNGraph(Component):
     preprocessor makes of them; ``records`` a dict of ``RECORD_KEYS`` batches):
 
     - ``act(states, time_step)`` / ``act_greedy(states)``: epsilon-greedy / greedy actions ``int64[B]``;
+      ``act_and_q_values(states, time_step)``: ``act``'s actions and their Q-values ``float32[B,A]``;
     - ``act_preprocessed(preprocessed_states, time_step)``, ``act_greedy_preprocessed(preprocessed_states)``
       and ``preprocess(states)`` (only with a preprocessor);
     - ``q_values(states)``; ``epsilon(time_step)``;
@@ -132,6 +133,13 @@ class DQNGraph(Component):
     def act(self, states: Any, time_step: Any) -> Any:
         """Epsilon-greedy actions for observations, epsilon by the schedule at ``time_step``."""
         return self.exploration.explore(self._graph_fn_argmax(self.q_network.q_values(self._pre(states))), time_step)
+
+    @api
+    def act_and_q_values(self, states: Any, time_step: Any) -> Any:
+        """``act``'s actions and the Q-values ``[B, A]`` they were chosen from, of one forward pass (Ape-X
+        workers score their transitions' priorities with these act-time values)."""
+        q_values = self.q_network.q_values(self._pre(states))
+        return self.exploration.explore(self._graph_fn_argmax(q_values), time_step), q_values
 
     @api
     def act_greedy(self, states: Any) -> Any:

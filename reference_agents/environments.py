@@ -104,11 +104,20 @@ def _register_ale() -> bool:
     return True
 
 
+def _register_minatar() -> str | None:
+    """Registers the MinAtar ids (`reference_agents.minatar.register`); without the minatar extra, the
+    install hint instead."""
+    from reference_agents import minatar
+
+    return None if minatar.register() else minatar.INSTALL_HINT
+
+
 def make_env(env_id: str, atari: bool = False, **kwargs: Any) -> Any:
     """A gymnasium environment for a registered id (classic control, Box2D, ALE, ...).
 
     ALE ids (``"ALE/Pong-v5"``, ``"PongNoFrameskip-v4"``) are registered from
-    ale-py on first use, so callers need not import it. ``"module:Id"`` imports ``module``
+    ale-py on first use, so callers need not import it; so are MinAtar ids (``"MinAtar/Breakout-v0"``,
+    `reference_agents.minatar`) from the ``minatar`` extra. ``"module:Id"`` imports ``module``
     first (which registers ``Id``), as ``gymnasium.make`` does: a user's environment then
     makes in any process, a Ray actor's or a TF task's included.
 
@@ -124,7 +133,8 @@ def make_env(env_id: str, atari: bool = False, **kwargs: Any) -> Any:
 
     Raises:
         ValueError: if ``env_id`` is not a string or not registered (naming it and listing
-            close matches), or if the environment rejects ``kwargs`` (naming them).
+            close matches; a MinAtar id without the extra says how to install it), or if the
+            environment rejects ``kwargs`` (naming them).
     """
     import gymnasium
 
@@ -140,6 +150,8 @@ def make_env(env_id: str, atari: bool = False, **kwargs: Any) -> Any:
     registry = _registry()
     if env_id not in registry:
         ale = _register_ale()
+        if env_id.startswith("MinAtar/") and (hint := _register_minatar()):
+            raise ValueError(f"make_env: {env_id!r} is a MinAtar game; {hint}")
         if env_id not in registry:
             close = difflib.get_close_matches(env_id, list(registry), n=5, cutoff=0.6)
             hint = f"; close matches: {close}" if close else ""

@@ -2,13 +2,24 @@
 
 An actor sends each lockstep step of its ``N`` environments as one request record (the observations
 to act on, and the rewards, terminations and final observations of the step before) and waits for its
-actions. The learner holds the only copy of the policy: an inference thread gathers requests from all
-actors into one batch (up to ``max_batch`` requests, waiting at most ``timeout_ms`` after the first),
-acts on it in one call with each environment's recurrent state, answers every actor, and cuts each
-actor's steps into rollouts that the learning loop (`ActorLearnerWorker.run`, unchanged) trains on.
-No weights are ever sent. Actors are independent of one another: a batch never waits for a particular
-actor, so one that dies or disconnects is simply absent from the next batches; when it comes back (a new
-incarnation, first request flagged) its environments start afresh on the learner too.
+actions. Only the learner holds the policy: an inference thread gathers requests from all actors into one
+batch (up to ``max_batch`` requests, waiting at most ``timeout_ms`` after the first), acts on it in one
+call with each environment's recurrent state, answers every actor, and cuts each actor's steps into
+rollouts that the learning loop (`ActorLearnerWorker.run`) trains on. No weights are ever sent to actors.
+Actors are independent of one another: a batch never waits for a particular actor, so one that dies or
+disconnects is simply absent from the next batches; when it comes back (a new incarnation, first request
+flagged) its environments start afresh on the learner too.
+
+Inference and learning overlap: they share no lock and no variable. The inference thread acts with an
+inference copy of the policy (a second agent built from the learner's config, with a local strategy),
+which only that thread touches. After every update the learning loop publishes a weight version: a
+NumPy copy of the learner's policy weights taken between updates, handed over as one ``(version, weights)``
+reference. Before each batch the inference thread loads the newest version into its copy if it holds an
+older one, so a batch always acts with one complete version (never a mix of two) while the next update
+runs. Every step records the version that acted (a rollout's ``policy_versions``, ``[T]``), its
+behaviour logits are that version's, and V-trace corrects for the difference as in IMPALA's
+actor-learner mode; `CentralInferenceWorker.policy_lag` counts the rollouts learned at each lag (updates
+between the learner's version and the rollout's oldest acting version).
 
 The queues (``requests`` and one ``actions-<i>`` per actor) come from any actor-learner executor
 (in-process threads, distributed TF, Ray).
@@ -26,6 +37,7 @@ import numpy as np
 from harness.execution.grpc_protocol import RemoteBody
 from harness.execution.transport import QueueClosed, RecordSpec
 from harness.seeds import derive_seed
+from reference_agents.agents.base import acting_config
 from reference_agents.agents.impala.rollouts import RolloutBuilder
 from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 from reference_agents.workers import Episode, VectorEnv
@@ -158,13 +170,17 @@ class _ActorSlot:
         self.last: dict[str, Any] | None = None
         self.returns, self.lengths = np.zeros(n), np.zeros(n, np.int64)
         self.next_seq = 0
+        self.versions: list[int] = []  # the weight version that acted at each step of the rollout being cut
 
 
 class CentralInferenceWorker(ActorLearnerWorker):
     """The learner of a central-inference run, with the `Trainer` worker interface.
 
+    The inference thread acts with `inference_agent`, a copy of the policy that only it touches; `publish`
+    (after every update, and at `start`) hands it the learner's weights as the next version.
+
     Args:
-        agent: the learner's `IMPALAAgent` (the only policy).
+        agent: the learner's `IMPALAAgent` (the policy that learns; the inference copy gets its weights).
         executor_factory: ``fn(queues) -> executor`` (``queues``: `central_queues`), e.g.
             ``lambda q: TFActorLearnerExecutor(actors, q, {})``.
         actors: how many actors the executor runs.
@@ -178,12 +194,32 @@ class CentralInferenceWorker(ActorLearnerWorker):
         self.timeout = float(timeout_ms) / 1000.0
         self.batch_sizes: collections.Counter = collections.Counter()   # achieved inference batches (requests)
         self.answered: collections.Counter = collections.Counter()      # requests answered per actor
+        self.policy_lag: collections.Counter = collections.Counter()    # rollouts learned per lag (updates)
         self.max_wait = 0.0  # the longest a batch waited for more requests after its first (seconds)
         self._slots: dict[int, _ActorSlot] = {}
-        self._finished: list[Episode] = []
-        self._lock = threading.Lock()  # one executor call at a time: inference and learning share the policy
+        self._finished: collections.deque = collections.deque()
         self._rollouts: collections.deque = collections.deque()
+        self.inference_agent = type(agent)(acting_config(agent.config.model_dump(by_alias=True)),
+                                           backend=agent.backend, seed=agent.seed, state_space=agent.state_space,
+                                           action_space=agent.action_space, device=agent.device)
+        self._loaded: dict[str, np.ndarray] | None = None  # the published weights the inference copy holds
         super().__init__(agent, executor_factory, publish_every=0, **kwargs)
+        self._published = (self.total_updates, agent.get_weights())
+
+    def policy_lag_mean(self) -> float | None:
+        """Updates between the learner's weights and a learned rollout's oldest acting version, on average over
+        the rollouts learned so far (None before the first update)."""
+        count = sum(self.policy_lag.values())
+        return sum(k * v for k, v in self.policy_lag.items()) / count if count else None
+
+    def publish(self) -> None:
+        """Hands the learner's current policy weights to the inference thread (a copy taken now, in the calling
+        thread, while no update runs), as version `total_updates`. The learning loop publishes after every
+        update and `start` before the first; call it after setting the learner's weights from outside."""
+        self._publish(self.total_updates)
+
+    def _publish(self, version: int) -> None:
+        self._published = (version, self.agent.get_weights())  # one reference: never half a version
 
     def mean_batch(self) -> float | None:
         """Actors per batched inference call so far, on average (None before the first call)."""
@@ -194,7 +230,8 @@ class CentralInferenceWorker(ActorLearnerWorker):
         return executor_factory(central_queues(self.agent, self.actors))
 
     def start(self) -> None:
-        """Starts the actors and the inference thread."""
+        """Publishes the learner's weights, then starts the actors and the inference thread."""
+        self.publish()
         env = self.agent.config.env
         self.executor.start_actors(env_actor, {"id": env.id, "num_envs": env.num_envs, "kwargs": env.kwargs,
                                                "atari": env.atari}, self.agent.seed)
@@ -225,7 +262,7 @@ class CentralInferenceWorker(ActorLearnerWorker):
     def _complete(self, slot: _ActorSlot, index: int, reward: np.ndarray, terminated: np.ndarray,
                   truncated: np.ndarray, final: np.ndarray) -> None:
         """The step in flight of one actor, now that its outcome came: into the actor's rollout."""
-        last, agent = slot.last, self.agent
+        last, agent = slot.last, self.inference_agent
         raw, reward = reward, reward.astype(np.float32).copy()
         cut = truncated & ~terminated
         if cut.any():  # a time-limit cut bootstraps in the reward (as IMPALAAgent.observe does)
@@ -235,10 +272,12 @@ class CentralInferenceWorker(ActorLearnerWorker):
                 boot = agent.executor.execute("values", final)
             reward[cut] += agent.gamma * np.asarray(boot, np.float32)[cut]
         done = terminated | truncated
+        slot.versions.append(last["version"])
         rollout = slot.builder.add(last["states"], last["actions"], reward, (~done).astype(np.float32),
                                    last["logits"], final, last["starts"], last["before"])
         if rollout is not None:
             rollout["actor"], rollout["incarnation"] = index, slot.incarnation
+            rollout["policy_versions"], slot.versions = np.array(slot.versions, np.int64), []
             self._rollouts.append(rollout)
         slot.returns += raw
         slot.lengths += 1
@@ -250,36 +289,51 @@ class CentralInferenceWorker(ActorLearnerWorker):
                 s[i] = 0.0
         slot.starts = done
 
+    def _load_newest(self) -> int:
+        """The newest published version, loaded into the inference copy if it holds another."""
+        version, weights = self._published  # one read: a version complete before it was published
+        if weights is not self._loaded:
+            self.inference_agent.executor.set_weights(weights, strict=False)  # the policy's keys; slots stay
+            self._loaded = weights
+        return version
+
+    def _admit(self, batch: dict[str, np.ndarray]) -> tuple[list[tuple[int, _ActorSlot, int]], list[int]]:
+        """Each request's actor slot, with the step before completed: ``(rows, kept)``, the requests to answer
+        as ``(actor, slot, seq)`` and their rows in ``batch`` (a killed incarnation's requests are dropped)."""
+        rows, kept = [], []
+        for r in range(len(batch["seq"])):
+            index, incarnation, seq = int(batch["actor"][r]), int(batch["incarnation"][r]), int(batch["seq"][r])
+            slot = self._slots.get(index)
+            if slot is not None and incarnation < slot.incarnation:
+                continue  # a request the killed incarnation sent: nobody waits for its answer
+            if slot is None or slot.incarnation != incarnation or bool(batch["first"][r]):
+                slot = self._slots[index] = _ActorSlot(self.inference_agent, incarnation)  # a new actor: all afresh
+            elif slot.last is not None:
+                self._complete(slot, index, batch["reward"][r], batch["terminated"][r], batch["truncated"][r],
+                               batch["final"][r])
+            if seq != slot.next_seq:
+                raise RuntimeError(f"central inference: request {seq} of actor {index} where {slot.next_seq} "
+                                   f"was due: a step was dropped or sent twice")
+            slot.next_seq = seq + 1
+            rows.append((index, slot, seq))
+            kept.append(r)
+        return rows, kept
+
     def _answer(self, batch: dict[str, np.ndarray]) -> None:
-        agent, rows, kept = self.agent, [], []
-        with self._lock:
-            for r in range(len(batch["seq"])):
-                index, incarnation, seq = int(batch["actor"][r]), int(batch["incarnation"][r]), int(batch["seq"][r])
-                slot = self._slots.get(index)
-                if slot is not None and incarnation < slot.incarnation:
-                    continue  # a request the killed incarnation sent: nobody waits for its answer
-                if slot is None or slot.incarnation != incarnation or bool(batch["first"][r]):
-                    slot = self._slots[index] = _ActorSlot(agent, incarnation)  # a new actor: all afresh
-                elif slot.last is not None:
-                    self._complete(slot, index, batch["reward"][r], batch["terminated"][r], batch["truncated"][r],
-                                   batch["final"][r])
-                if seq != slot.next_seq:
-                    raise RuntimeError(f"central inference: request {seq} of actor {index} where {slot.next_seq} "
-                                       f"was due: a step was dropped or sent twice")
-                slot.next_seq = seq + 1
-                rows.append((index, slot, seq))
-                kept.append(r)
-            if not rows:
-                return
-            obs = batch["obs"][kept].reshape((-1, *agent.state_space.shape))
-            if agent.recurrent:
-                before = tuple(np.concatenate([slot.state[i] for _, slot, _ in rows]) for i in range(2))
-                actions, logits, _, after = agent.executor.execute("act_recurrent", obs, before)
-                after = tuple(np.asarray(a) for a in after)
-            else:
-                actions, logits, _ = agent.executor.execute("act", obs)
-                before = after = None
-            actions, logits = np.asarray(actions), np.asarray(logits)
+        agent = self.inference_agent
+        version = self._load_newest()  # this batch acts with one version, whatever the learner does meanwhile
+        rows, kept = self._admit(batch)
+        if not rows:
+            return
+        obs = batch["obs"][kept].reshape((-1, *agent.state_space.shape))
+        if agent.recurrent:
+            before = tuple(np.concatenate([slot.state[i] for _, slot, _ in rows]) for i in range(2))
+            actions, logits, _, after = agent.executor.execute("act_recurrent", obs, before)
+            after = tuple(np.asarray(a) for a in after)
+        else:
+            actions, logits, _ = agent.executor.execute("act", obs)
+            before = after = None
+        actions, logits = np.asarray(actions), np.asarray(logits)
         n = agent.config.env.num_envs
         self.batch_sizes[len(rows)] += 1
         for k, (index, slot, seq) in enumerate(rows):
@@ -290,7 +344,7 @@ class CentralInferenceWorker(ActorLearnerWorker):
                     slot.state[i][:] = after[i][part]
             slot.last = {"states": obs[part], "actions": actions[part], "logits": logits[part],
                          "before": state_before, "after": None if after is None else tuple(a[part] for a in after),
-                         "starts": slot.starts.copy()}
+                         "starts": slot.starts.copy(), "version": version}
             self.answered[index] += 1
             self.executor.queues[f"actions-{index}"].put({"seq": seq, "incarnation": slot.incarnation,
                                                           "actions": actions[part]})
@@ -306,10 +360,15 @@ class CentralInferenceWorker(ActorLearnerWorker):
         return [self._rollouts.popleft() for _ in range(k)]
 
     def _update(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
-        with self._lock:
-            return self.agent.update(batch)
+        """One update, while the inference thread goes on acting with the last published version; then the
+        learner's new weights are published as the next (``total_updates + 1``: `run` counts the update after)."""
+        for rollout in batch:  # policy lag: updates between the version of the rollout's oldest step and this
+            self.policy_lag[self.total_updates - int(rollout["policy_versions"].min())] += 1
+        metrics = self.agent.update(batch)
+        self._publish(self.total_updates + 1)
+        return metrics
 
     def _drain_episodes(self) -> list[Episode]:
-        new, self._finished = self._finished, []
+        new = [self._finished.popleft() for _ in range(len(self._finished))]  # those appended meanwhile stay
         self.episodes.extend(new)
         return new

@@ -286,10 +286,11 @@ def actor_learner_scalars(worker: Any) -> dict[str, float]:
 
 def central_inference_scalars(worker: Any) -> dict[str, float]:
     """`actor_learner_scalars` of a `CentralInferenceWorker`, with its batched inference calls, their mean
-    batch (actors per call) and the longest a batch waited for more requests."""
+    batch (actors per call), the longest a batch waited for more requests and the mean policy lag of the
+    rollouts learned (updates between the learner's weights and the version that acted)."""
     return {**actor_learner_scalars(worker), "inference/calls": sum(worker.batch_sizes.values()),
             "inference/mean_batch": worker.mean_batch(),
-            "inference/max_wait_s": worker.max_wait}
+            "inference/max_wait_s": worker.max_wait, "inference/policy_lag_mean": worker.policy_lag_mean()}
 
 
 def apex_scalars(driver: Any) -> dict[str, float]:

@@ -166,7 +166,8 @@ def distributed_summary(worker: Any, kind: str) -> list[str]:
     lines = []
     if kind == "seed":
         lines.append(f"{'inference':<12}  {sum(worker.batch_sizes.values()):,} batched calls, "
-                     f"{worker.mean_batch() or 0.0:.2f} actors per call on average")
+                     f"{worker.mean_batch() or 0.0:.2f} actors per call on average; policy lag "
+                     f"{worker.policy_lag_mean() or 0.0:.2f} updates on average")
     lines.append(f"{'actors':<12}  {worker.executor.num_actors}; rollouts learned per actor "
                  f"{dict(sorted(worker.received.items()))}; failures: "
                  + ("; ".join(f.message for f in worker.executor.failures) or "none"))

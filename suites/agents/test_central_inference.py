@@ -245,6 +245,10 @@ def test_learning_publishes_each_update_and_inference_acts_with_the_newest():
     for key, value in learner.items():
         np.testing.assert_array_equal(inference[key], value, err_msg=key)
     assert worker.policy_lag_mean() is not None and worker.policy_lag_mean() >= 0
+    from spacegraph.train.impala import distributed_summary
+
+    assert distributed_summary(worker, "seed")[0].endswith(
+        f"actors per call on average; policy lag {worker.policy_lag_mean():.2f} updates on average")
 
 
 #: The learning criterion: the config's definition of solved within 400k env steps (2 actor threads, PyTorch) on

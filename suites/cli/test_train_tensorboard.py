@@ -250,6 +250,9 @@ def test_central_inference_runs_write_their_batched_calls(tmp_path):
     for (step, n), (_, mean), (_, learned) in zip(points["inference/calls"], points["inference/mean_batch"],
                                                   points["actors/rollouts_learned"]):
         assert n * mean >= 10 * learned - 0.5, step  # each rollout learned took 10 requests answered
+    lags = [v for _, v in points["inference/policy_lag_mean"]]  # updates behind, over the rollouts learned
+    assert lags and all(0 <= v <= worker.total_updates for v in lags)
+    assert [s for s, _ in points["inference/policy_lag_mean"]] == [s for s, _ in points["inference/calls"]]
     waits = [v for _, v in points["inference/max_wait_s"]]
     assert waits == sorted(waits) and 0 <= waits[-1] <= f32(worker.max_wait)
     assert points["actors/rollouts_learned"][-1][1] == sum(worker.received.values()) > 0

@@ -4,12 +4,14 @@ publications, faults and the ledger, ``spacegraph train --executor local``. The 
 from __future__ import annotations
 
 import io
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from harness.execution.actors import ActorFailure, InProcessActorExecutor
+from harness.execution.actors import ActorFailure, Future, InProcessActorExecutor
 from harness.testing import distributions as D
 from reference_agents.agents.apex import ApexDriver, ApexWorker, HostRecordReplay, ReplayShard, load_apex_config
 from reference_agents.agents.config import ConfigError
@@ -61,6 +63,9 @@ def test_config_errors_name_the_file_and_key(tmp_path):
         load_apex_config(bad)
     with pytest.raises(ConfigError, match="agent must be 'dqn' or 'apex'; got 'impala'"):
         load_apex_config({"agent": "impala"})
+    with pytest.raises(ConfigError, match=r"apex.samples_in_flight.*greater than or equal to 1"):
+        load_apex_config(APEX_CARTPOLE, apex={"samples_in_flight": 0})
+    assert load_apex_config(APEX_CARTPOLE)[0].apex.samples_in_flight == 2
 
 
 def test_workers_explore_with_apex_epsilons(local):
@@ -237,12 +242,95 @@ def test_the_learner_sends_a_shards_priorities_every_few_batches_in_the_order_le
         driver.close()
 
 
-def test_the_learner_refuses_a_bad_priority_every():
+def test_the_learner_refuses_a_bad_priority_every_or_samples_in_flight():
     from reference_agents.agents.apex.learner import ApexLearner
 
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="priority_every must be a positive int"):
             ApexLearner(object(), [], 16, 4, 5, lambda v: v, priority_every=bad)
+        with pytest.raises(ValueError, match="samples_in_flight must be a positive int"):
+            ApexLearner(object(), [], 16, 4, 5, lambda v: v, samples_in_flight=bad)
+
+
+class GatedFuture(Future):
+    """A future that answers once its gate opens."""
+
+    def __init__(self, value, gate):
+        self.value, self.gate = value, gate
+
+    def result(self, timeout=None):
+        if not self.gate.wait(timeout):
+            raise TimeoutError("gated")
+        return self.value
+
+    def done(self):
+        return self.gate.is_set()
+
+    def as_argument(self):
+        return self.value
+
+
+class GatedShard:
+    """A shard handle whose `sample` answers at once, or (``slow``) only when the test opens ``gate``; it logs
+    the calls it gets."""
+
+    def __init__(self, index, log, gate):
+        self.index, self.log, self.gate, self.incarnation = index, log, gate, 0
+
+    def call(self, method, *args):
+        self.log.append((method, self.index))
+        if method == "sample":
+            records = {"rewards": np.zeros(2)}
+            return GatedFuture((records, np.array([0, 1]), np.ones(2, np.float32)), self.gate)
+        opened = threading.Event()
+        opened.set()
+        return GatedFuture(None, opened)
+
+
+def gated_wait(futures, num_returns, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not any(f.done() for f in futures):
+        time.sleep(0.001)
+    ready = [f for f in futures if f.done()]
+    return ready, [f for f in futures if f not in ready]
+
+
+def test_the_learner_keeps_k_samples_in_flight_and_learns_whichever_answers(monkeypatch):
+    from reference_agents.agents.apex.learner import ApexLearner
+
+    log = []
+    slow_gate, open_gate = threading.Event(), threading.Event()
+    open_gate.set()
+    shards = [GatedShard(0, log, slow_gate), GatedShard(1, log, open_gate)]
+
+    class Agent:
+        def update(self, batch):
+            log.append(("learned", None))
+            return {"loss": 0.0, "td_errors": np.zeros(2)}
+
+        def get_weights(self):
+            return {}
+
+    learner = ApexLearner(Agent(), shards, 2, prefetch=2, publish_every=10**6, put=lambda v: v,
+                          samples_in_flight=2, wait=gated_wait)
+    learner.start()
+    learner.active.set()
+    try:
+        deadline = time.monotonic() + 30   # a bound on a hang, not a timing assertion
+        while log.count(("learned", None)) < 5 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        events = list(log)
+    finally:
+        slow_gate.set()
+        learner.stop()
+    # both calls went out before anything was learned: shard 0's (slow) and shard 1's
+    assert events[:2] == [("sample", 0), ("sample", 1)], events[:5]
+    # shard 0 has not answered, yet the learner learned from shard 1's batches meanwhile, one call sent per answer
+    assert events.count(("learned", None)) >= 5, events[:10]
+    assert events.count(("sample", 0)) == 1
+    samples = [e for e in events if e[0] == "sample"]
+    assert len(samples) <= 2 + events.count(("learned", None)) + learner.queue.maxsize + 1
+    assert learner.records_learned == 2 * learner.updates
 
 
 def test_a_worker_whose_environment_raises_is_restarted(local, monkeypatch):

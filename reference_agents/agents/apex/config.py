@@ -40,6 +40,8 @@ class ApexSection(Section):
                                                       "the driver handles the last)")
     publish_every: int = Field(10, ge=1, description="learner updates between weight publications")
     prefetch: int = Field(4, ge=1, description="sampled batches the learner's queue holds")
+    samples_in_flight: int = Field(2, ge=1, description="shard sample calls the learner keeps outstanding (to the "
+                                                        "least-loaded live shards; the first answer is queued)")
     priority_every: int = Field(4, ge=1, description="batches of a shard whose new priorities the learner sends "
                                                      "back in one call")
     throttle: bool = Field(False, description="keep learner updates and env steps to the `update` schedule's "

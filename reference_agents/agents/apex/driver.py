@@ -133,7 +133,8 @@ class ApexDriver(ShardBooks):
             self._next_snapshot = self.total_steps + a.snapshot_every
         self.learner = ApexLearner(self.agent, self.shards, cfg.update.batch_size, a.prefetch, a.publish_every,
                                    self.executor.put, self._allowed_updates, self._on_shard_failure,
-                                   sample_timeout=self.timeout, priority_every=a.priority_every)
+                                   sample_timeout=self.timeout, priority_every=a.priority_every,
+                                   samples_in_flight=a.samples_in_flight, wait=self.executor.wait)
         if self._restore_state is not None:
             self.learner.updates = int(self._restore_state.get("learner_updates", 0))
             self.learner.records_learned = int(self._restore_state.get("records_learned", 0))

@@ -1,12 +1,14 @@
-"""`ApexLearner`: the Ape-X learner on the driver: a prefetch thread fills a bounded queue with batches sampled
-from the shards, an update thread learns from them, writes the new priorities back to the shard each batch
-came from and publishes the weights every ``publish_every`` updates (one shared copy per publication)."""
+"""`ApexLearner`: the Ape-X learner on the driver: a prefetch thread keeps ``samples_in_flight`` shard `sample`
+calls outstanding and fills a bounded queue with whichever batch comes first, an update thread learns from them,
+writes the new priorities back to the shard each batch came from and publishes the weights every
+``publish_every`` updates (one shared copy per publication)."""
 
 from __future__ import annotations
 
 import queue
 import threading
 import time
+from collections import deque
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -30,14 +32,30 @@ class ApexLearner:
         sample_timeout: seconds to wait for one sampled batch.
         priority_every: batches of one shard whose new priorities go back in one call (in the order learned,
             so a slot sampled twice keeps its last priority); the rest goes at `pause` and `stop`.
+        samples_in_flight: `sample` calls kept outstanding (each to the live shard with the fewest outstanding,
+            round robin among equals); the first to answer is queued and another is sent, so one slow shard
+            (or a batch in transit) does not hold up the others.
+        wait: ``fn(futures, num_returns, timeout) -> (ready, pending)`` (`ActorExecutor.wait`); None: polls
+            ``Future.done``.
+
+    Raises:
+        ValueError: for a ``priority_every`` or ``samples_in_flight`` that is not a positive int.
     """
 
     def __init__(self, agent: Any, shards: Sequence[ActorHandle], batch_size: int, prefetch: int,
                  publish_every: int, put: Callable[[Any], Any], allowed_updates: Callable[[], int] | None = None,
                  on_shard_failure: Callable[[int, int, ActorFailure], None] | None = None,
-                 sample_timeout: float = 60.0, priority_every: int = 1) -> None:
-        if isinstance(priority_every, bool) or not isinstance(priority_every, int) or priority_every < 1:
-            raise ValueError(f"ApexLearner: priority_every must be a positive int; got {priority_every!r}")
+                 sample_timeout: float = 60.0, priority_every: int = 1, samples_in_flight: int = 1,
+                 wait: Callable[..., tuple[list[Future], list[Future]]] | None = None) -> None:
+        for name, value in (("priority_every", priority_every), ("samples_in_flight", samples_in_flight)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"ApexLearner: {name} must be a positive int; got {value!r}")
+        self.samples_in_flight = samples_in_flight
+        self._wait = wait
+        # the prefetch thread's calls: future -> (shard index, incarnation, sent at); answers it took but
+        # could not queue yet (a pause settles every call in flight)
+        self._in_flight: dict[Future, tuple[int, int, float]] = {}
+        self._answered: deque[tuple[int, int, Any]] = deque()
         self.agent, self.shards = agent, shards
         self.batch_size, self.publish_every = int(batch_size), int(publish_every)
         self.priority_every = priority_every
@@ -137,42 +155,92 @@ class ApexLearner:
 
     # ---- threads -------------------------------------------------------------------------------------------
     def _pick_shard(self) -> int | None:
+        """The live shard with the fewest calls in flight (round robin among equals), or None."""
         n = len(self.shards)
+        loads = [0] * n
+        for j, _, _ in self._in_flight.values():
+            if j < n:
+                loads[j] += 1
+        best = None
         for k in range(n):
             i = (self._next_shard + k) % n
-            if self.shard_live[i]:
-                self._next_shard = i + 1
-                return i
-        return None
+            if self.shard_live[i] and (best is None or loads[i] < loads[best]):
+                best = i
+        if best is not None:
+            self._next_shard = best + 1
+        return best
+
+    def _send_samples(self) -> None:
+        """Sends `sample` calls until ``samples_in_flight`` are outstanding (or no shard is live)."""
+        while len(self._in_flight) < self.samples_in_flight:
+            i = self._pick_shard()
+            if i is None:
+                return
+            handle = self.shards[i]
+            incarnation = handle.incarnation
+            try:
+                future = handle.call("sample", self.batch_size)
+            except ActorFailure as failure:
+                self.shard_failed(i, incarnation, failure)
+                continue
+            self._in_flight[future] = (i, incarnation, time.monotonic())
+
+    def _take_answers(self, timeout: float) -> int:
+        """Waits up to ``timeout`` for one call in flight to answer and keeps every answered batch (failures
+        are reported, empty answers and calls past ``sample_timeout`` dropped); returns the batches kept."""
+        futures = list(self._in_flight)
+        if self._wait is not None:
+            ready, _ = self._wait(futures, 1, timeout)
+        else:
+            ready = [f for f in futures if f.done()]
+        if not ready:
+            time.sleep(0.001)   # (an executor whose wait does not block)
+        kept = 0
+        now = time.monotonic()
+        for future in futures:
+            i, incarnation, sent = self._in_flight[future]
+            if future not in ready:
+                if now - sent > self.sample_timeout:
+                    del self._in_flight[future]
+                continue
+            del self._in_flight[future]
+            try:
+                out = future.result(timeout=self.sample_timeout)
+            except ActorFailure as failure:
+                self.shard_failed(i, incarnation, failure)
+                continue
+            except TimeoutError:
+                continue
+            if out is not None:          # None: the shard holds fewer than a batch so far
+                self._answered.append((i, incarnation, out))
+                kept += 1
+        return kept
 
     def _prefetch_loop(self) -> None:
         while not self.stopping.is_set():
             self.active.wait()
             if self.stopping.is_set():
                 return
-            i = self._pick_shard()
-            if i is None:
-                time.sleep(0.05)
-                continue
             with self._busy[0]:
                 if not self.active.is_set():
+                    # paused: settle the calls in flight (kept for after the pause), so no shard call is
+                    # outstanding while the driver reads counts or snapshots shards
+                    while self._in_flight and not self.stopping.is_set():
+                        self._take_answers(0.1)
                     continue
-                handle = self.shards[i]
-                incarnation = handle.incarnation
+                self._send_samples()
+                if not self._in_flight and not self._answered:
+                    idle = 0.05      # no live shard
+                elif self._answered or self._take_answers(0.1):
+                    idle = 0.0
+                else:
+                    idle = 0.01 if not self._in_flight else 0.0   # every shard answered "not a batch yet"
+            if idle:
+                time.sleep(idle)
+            while self._answered and not self.stopping.is_set() and self.active.is_set():
                 try:
-                    out = handle.call("sample", self.batch_size).result(timeout=self.sample_timeout)
-                except ActorFailure as failure:
-                    self.shard_failed(i, incarnation, failure)
-                    continue
-                except TimeoutError:
-                    continue
-            if out is None:               # the shard holds fewer than a batch so far
-                time.sleep(0.01)
-                continue
-            while not self.stopping.is_set():
-                try:
-                    self.queue.put((i, incarnation, out), timeout=0.1)
-                    break
+                    self.queue.put(self._answered[0], timeout=0.1)
+                    self._answered.popleft()
                 except queue.Full:
                     continue
 

@@ -116,7 +116,8 @@ def test_every_registered_scenario_has_a_unique_name_and_draws_a_committed_resul
     from spacegraph.report.registry import SCENARIOS
 
     assert list(SCENARIOS) == ["build", "act", "sampling", "replay", "frame_replay", "learning", "apex", "impala",
-                               "impala_learning", "central_inference", "multi_device", "overhead", "roofline"]
+                               "impala_learning", "central_inference", "multi_device", "overhead", "roofline",
+                               "learning_long"]
     assert all(s.render is not None for s in SCENARIOS.values())
 
 

@@ -14,3 +14,4 @@ from spacegraph.report.scenarios import central_inference  # noqa: F401,I001
 from spacegraph.report.scenarios import multi_device  # noqa: F401,I001
 from spacegraph.report.scenarios import overhead  # noqa: F401,I001
 from spacegraph.report.scenarios import roofline  # noqa: F401,I001
+from spacegraph.report.scenarios import learning_long  # noqa: F401,I001

@@ -1,0 +1,114 @@
+"""The learning regression suite as a report: each reference run's frames- and time-to-target, or where it stood
+when a budget ran out (`spacegraph.reports.learning_long`), and its curve against frames and wall time beside the
+published curve.
+
+The full report runs every reference run (MinAtar DQN on both backends and Ape-X, IMPALA on Pong: many hours on
+2 cores; the lead spreads the seeds over sessions with ``python -m spacegraph.reports.learning_long --run NAME
+--seed N --result PATH`` and draws them with ``--from-json PATH --only learning_long``); ``--quick`` runs DQN on
+CartPole with a budget of 4,000 frames and 60 s per run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.measure.figures import Figure, Panel, Series, Table
+from spacegraph.report.registry import Context, Scenario, register
+
+FRAMES_PANEL = "return against env frames"
+WALL_PANEL = "return against wall time"
+#: How many seeds of a run must reach its target (k of n, as the short learning tests' seed criteria).
+REQUIRED = {1: 1, 2: 2, 3: 2}
+
+
+def _minutes(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def outcome_cell(run: dict[str, Any]) -> str:
+    """``reached`` or ``not reached (why): stood at R at F frames``, or the failure."""
+    if run.get("error"):
+        return f"failed: {run['error']}"
+    if run["reached"]:
+        return "reached"
+    last = run["last"]
+    where = "no point" if last is None else (f"stood at {last['return_100']} after {last['frames']:,} frames, "
+                                             f"{_minutes(last['seconds'])}")
+    return f"not reached ({run['stop_reason']}): {where}"
+
+
+def verdict(runs: list[dict[str, Any]]) -> str:
+    """``k of n seeds reached the target`` and whether that meets `REQUIRED` (2 of 3)."""
+    n, k = len(runs), sum(bool(r.get("reached")) for r in runs)
+    need = REQUIRED.get(n, (2 * n + 2) // 3)
+    return f"{k} of {n} seeds reached the target ({need} of {n} required: {'met' if k >= need else 'not met'})"
+
+
+def measured_when(runs: list[dict[str, Any]]) -> dict[str, str]:
+    """``{"commit", "date", "machine"}`` of the runs (each records its own; several are listed), which
+    ``--from-json`` shows as the figure's provenance."""
+    def joined(key: str) -> str:
+        values = sorted({str(r["measured"][key]) for r in runs})
+        return values[0] if len(values) == 1 else f"{len(values)} values: " + ", ".join(values)
+
+    return {"commit": joined("commit"), "date": joined("date"), "machine": joined("machine")}
+
+
+def figure(name: str, runs: list[dict[str, Any]], criteria: dict[str, Any], result: dict[str, Any]) -> Figure:
+    """One environment's runs: curves against frames and wall time, the target, a table of outcomes."""
+    frames = Panel(title=FRAMES_PANEL, x_label="env frames (millions)", y_label="mean return, last 100 episodes")
+    wall = Panel(title=WALL_PANEL, x_label="wall time (minutes)", y_label="mean return, last 100 episodes")
+    series, rows, names = [], [], sorted({r["name"] for r in runs})
+    for r in runs:
+        pts = [p for p in r.get("points", []) if p["return_100"] is not None]
+        label = f"{r['name']} seed {r['seed']}"
+        series += [Series(label, [p["frames"] / 1e6 for p in pts], [p["return_100"] for p in pts], panel=frames.title),
+                   Series(label, [p["seconds"] / 60 for p in pts], [p["return_100"] for p in pts], panel=wall.title)]
+        stop, m = r["stop"], r["measured"]
+        rows.append([r["name"], r["seed"], stop["target_return"], f"{stop['frames']:,}", _minutes(stop["seconds"]),
+                     outcome_cell(r), "-" if r.get("frames_to_target") is None else f"{r['frames_to_target']:,}",
+                     _minutes(r.get("seconds_to_target")), r.get("best_return_100"),
+                     f"{m['date']}, {m['commit'][:12]}, {m['machine']} ({m['cpus']} CPUs)"])
+    for n in names:
+        crit = criteria.get(n) or next(r["stop"] for r in runs if r["name"] == n)
+        budget = [0, crit["frames"] / 1e6]
+        series.append(Series(f"target of {n}", budget, [crit["target_return"]] * 2, side="reference",
+                             panel=frames.title))
+    table = Table(title="Reference runs: stop criteria and outcome",
+                  header=["run", "seed", "target (last-100 mean)", "frame budget", "time budget", "outcome",
+                          "frames to target", "time to target", "best last-100 mean", "measured (date, commit, "
+                                                                                     "machine)"], rows=rows)
+    sources = {n: (criteria.get(n) or {}).get("target_source") or next(
+        (r.get("target_source") for r in runs if r["name"] == n), "") for n in names}
+    notes = [f"**{n}**: {verdict([r for r in runs if r['name'] == n])}; target: {sources[n]}." for n in names]
+    notes += ["Return: the mean of the last 100 training episodes (exploring), as the published MinAtar curves and "
+              "RLlib's release tests count it; a point is taken at each evaluation of the run, and the target counts "
+              f"once {min(r['stop']['min_episodes'] for r in runs)} episodes have finished. Time: the trainer's wall "
+              "time (evaluations included, process start-up not). A run stops at its target (Ctrl-C: it checkpoints), "
+              "at its frame budget or at its time budget, whichever comes first.",
+              *(f"Note written by hand after the run: {note}" for note in result.get("notes") or [])]
+    reached = sum(bool(r.get("reached")) for r in runs)
+    return Figure(name=name, title=f"Reference learning runs: {name.removeprefix('learning_long_')}",
+                  figure_ref="learning regression suite (issue 42)", panels=[frames, wall], series=series,
+                  tables=[table], notes=notes, raw={**result, **measured_when(runs)},
+                  headline=f"{reached} of {len(runs)} runs reached their target")
+
+
+def figures(result: dict[str, Any]) -> list[Figure]:
+    """One figure per environment (``figure`` of the runs), in the order the runs came."""
+    order: dict[str, list[dict[str, Any]]] = {}
+    for run in result["runs"]:
+        order.setdefault(run["figure"], []).append(run)
+    return [figure(name, runs, result.get("criteria", {}), result) for name, runs in order.items()]
+
+
+def run(ctx: Context) -> list[Figure]:
+    from spacegraph.reports.learning_long import measure, quick_runs, reference_runs
+
+    runs = quick_runs() if ctx.quick else reference_runs()
+    return figures(measure(runs, seeds=tuple(range(ctx.seeds)), log=ctx.progress.step))
+
+
+SCENARIO = register(Scenario(name="learning_long", title="Reference learning runs (time and frames to target)",
+                             figure_ref="learning regression suite", run=run, render=figures,
+                             steps=lambda ctx: ctx.seeds * (2 if ctx.quick else 16)))

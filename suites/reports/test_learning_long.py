@@ -1,0 +1,167 @@
+"""The learning regression suite (spacegraph/reports/learning_long.py, the learning_long report scenario): stop
+criteria on recorded rows, targets read from the published curves, one real run stopped at its target, the
+report drawn from a recorded result, and the learning-long marker kept out of every run that does not name it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spacegraph.report import baselines
+from spacegraph.reports.learning_long import (
+    StopCriteria, outcome, published_target, quick_runs, read_rows, reference_runs, run_line, run_reference,
+    train_command)
+
+REPO = Path(__file__).resolve().parents[2]
+STOP = StopCriteria(target_return=10.0, frames=1000, seconds=60.0, min_episodes=5)
+
+
+def pt(frames, seconds, episodes, ret):
+    return {"frames": frames, "seconds": seconds, "train_seconds": seconds * 0.9, "episodes": episodes,
+            "return_100": ret}
+
+
+def test_the_first_point_at_the_target_with_enough_episodes_gives_frames_and_time_to_target():
+    points = [pt(200, 5.0, 3, 50.0), pt(400, 9.0, 6, 9.9), pt(600, 14.0, 9, 10.0), pt(800, 20.0, 12, 30.0)]
+    got = outcome(points, STOP)
+    assert got["reached"] and got["stop_reason"] == "target"            # not at 200: only 3 episodes
+    assert (got["frames_to_target"], got["seconds_to_target"], got["train_seconds_to_target"]) == (600, 14.0, 12.6)
+    assert got["best_return_100"] == 50.0
+
+
+@pytest.mark.parametrize("last, why", [(pt(1000, 30.0, 40, 8.0), "frames"), (pt(700, 61.0, 40, 8.0), "seconds"),
+                                       (pt(700, 30.0, 40, 8.0), "stopped early")])
+def test_a_run_short_of_the_target_says_why_it_stopped_and_where_it_stood(last, why):
+    got = outcome([pt(300, 10.0, 10, None), last], STOP)
+    assert not got["reached"] and got["stop_reason"] == why and got["last"] == last
+    assert got["frames_to_target"] is None and got["seconds_to_target"] is None
+    assert outcome([], STOP)["stop_reason"] == "stopped early"
+
+
+def test_stop_criteria_are_checked_by_name():
+    with pytest.raises(ValueError, match="StopCriteria: frames must be a positive number; got 0"):
+        StopCriteria(1.0, 0, 10.0)
+    with pytest.raises(ValueError, match="target_return must be a finite number; got nan"):
+        StopCriteria(float("nan"), 10, 10.0)
+
+
+def test_targets_are_the_published_curve_at_the_frame_budget():
+    published = baselines.load(REPO / "reports" / "baselines")
+    runs = {r.name: r for r in reference_runs(published)}
+    assert runs["dqn_minatar_breakout_torch"].stop.target_return == 10.0          # 10.0 at 5M frames
+    assert runs["dqn_minatar_freeway_tf"].stop.target_return == 50.2
+    assert runs["apex_minatar_space_invaders"].args == ("--executor", "ray", "--workers", "2", "--shards", "2")
+    assert runs["dqn_minatar_breakout_torch"].env_id == "MinAtar/Breakout-v0"
+    pong = runs["impala_pong"].stop
+    assert (pong.target_return, pong.frames, pong.seconds, pong.min_episodes) == (18.0, 10_000_000, 5400.0, 100)
+    shorter = {r.name: r for r in reference_runs(published, frames=2_500_000)}
+    assert shorter["dqn_minatar_breakout_tf"].stop.target_return == 9.8             # between 9.6 (2M) and 10.0 (3M)
+    assert published_target([{"x": 1, "y": 2.0}, {"x": 3, "y": 6.0}], 2_000_000) == 4.0
+    with pytest.raises(ValueError, match="6,000,000 frames lies outside the published points"):
+        reference_runs(published, frames=6_000_000)
+    with pytest.raises(ValueError, match="no published curve for learning_long_minatar_breakout"):
+        reference_runs({})
+
+
+def test_the_train_command_budgets_frames_as_steps_and_time_as_max_seconds(tmp_path):
+    run = quick_runs()[0]
+    cmd = train_command(run, 3, "cfg.yaml", tmp_path, steps=4000)
+    assert cmd[3:6] == ["train", "cfg.yaml", "--backend"] and cmd[cmd.index("--steps") + 1] == "4000"
+    assert cmd[cmd.index("--max-seconds") + 1] == "60.0" and cmd[cmd.index("--seed") + 1] == "3"
+
+
+def test_rows_are_read_whole_lines_only(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    assert read_rows(path) == []
+    path.write_text(json.dumps({"frames": 1}) + "\n" + '{"frames": 2, "wall')
+    assert read_rows(path) == [{"frames": 1}]
+
+
+def test_a_run_stops_at_its_target_with_ctrl_c_and_records_where(tmp_path):
+    # a random CartPole policy returns ~20: a target of 12 is reached at the first evaluation
+    run = dataclasses.replace(quick_runs()[0], stop=StopCriteria(12.0, 20_000, 120.0, min_episodes=5), eval_every=500)
+    record = run_reference(run, 0, folder=tmp_path, poll_s=0.5)
+    assert "error" not in record, record.get("log_tail")
+    assert record["reached"] and record["stop_reason"] == "target" and record["frames_to_target"] == 500
+    assert record["exit_status"] == 130                                 # stopped by Ctrl-C, far before 20,000
+    assert record["points"][0]["frames"] == 500 and record["measured"]["commit"]
+    assert (tmp_path / "dqn_cartpole_quick_torch-seed0" / "checkpoint").is_dir()
+    assert "reached 12 at 500 frames" in run_line(record)
+
+
+def recorded_result():
+    """Two seeds of a reached / not-reached run and a failed one, as `measure` records them."""
+    measured = {"date": "2026-11-29T17:00:00+00:00", "commit": "abc123def456789", "machine": "vm", "cpus": 2}
+    stop = dataclasses.asdict(StopCriteria(10.0, 5_000_000, 21600.0))
+    base = {"figure": "learning_long_minatar_breakout", "stop": stop, "measured": measured, "error": None,
+            "target_source": "Young & Tian 2019 DQN at 5M frames"}
+    reached = {**base, "name": "dqn_minatar_breakout_torch", "seed": 0, "reached": True, "frames_to_target": 1_200_000,
+               "seconds_to_target": 3000.0, "best_return_100": 10.4, "stop_reason": "target",
+               "points": [pt(600_000, 1500.0, 900, 8.1), pt(1_200_000, 3000.0, 1800, 10.4)]}
+    reached["last"] = reached["points"][-1]
+    short = {**base, "name": "dqn_minatar_breakout_torch", "seed": 1, "reached": False, "frames_to_target": None,
+             "seconds_to_target": None, "best_return_100": 9.1, "stop_reason": "frames",
+             "points": [pt(5_000_000, 12000.0, 9000, 9.1)]}
+    short["last"] = short["points"][-1]
+    failed = {**base, "name": "apex_minatar_breakout", "seed": 0, "reached": False, "points": [], "last": None,
+              "stop_reason": "stopped early", "best_return_100": None, "error": "exited with status 1 before its "
+                                                                                 "first point"}
+    return {"runs": [reached, short, failed], "criteria": {}}
+
+
+def test_the_report_draws_a_recorded_result_with_targets_outcomes_and_the_published_curve(tmp_path):
+    import spacegraph.report.scenarios  # noqa: F401 - registers the scenarios
+    from spacegraph.report import rerender, writers
+    from spacegraph.report.registry import SCENARIOS
+
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(recorded_result()))
+    report = rerender.rerender(path, SCENARIOS, only=["learning_long"], baseline_dir=REPO / "reports" / "baselines")
+    (fig,) = report.figures
+    assert fig.name == "learning_long_minatar_breakout" and [p.title for p in fig.panels] == [
+        "return against env frames", "return against wall time"]
+    assert [b.label for b in fig.baselines] == ["Young & Tian 2019 DQN (30 runs)"]
+    rows = {(r[0], r[1]): r for r in fig.tables[0].rows}
+    assert rows[("dqn_minatar_breakout_torch", 0)][5:8] == ["reached", "1,200,000", "50.0 min"]
+    assert rows[("dqn_minatar_breakout_torch", 1)][5] == ("not reached (frames): stood at 9.1 after 5,000,000 "
+                                                          "frames, 200.0 min")
+    assert rows[("apex_minatar_breakout", 0)][5] == "failed: exited with status 1 before its first point"
+    assert "**dqn_minatar_breakout_torch**: 1 of 2 seeds reached the target (2 of 2 required: not met)" in fig.notes[1]
+    target = next(s for s in fig.series if s.label == "target of dqn_minatar_breakout_torch")
+    assert target.x == [0, 5.0] and target.y == [10.0, 10.0]
+    curve = next(s for s in fig.series if s.label == "dqn_minatar_breakout_torch seed 0" and s.panel == fig.panels[1].title)
+    assert curve.x == [25.0, 50.0] and curve.y == [8.1, 10.4]
+    assert fig.meta["revision"] == "abc123def456789" and fig.headline == "1 of 3 runs reached their target"
+    paths = writers.write(report, tmp_path / "out")
+    assert "frames to target" in paths["md"].read_text()
+
+
+MARKED = '''import pytest
+
+@getattr(pytest.mark, "learning-long")
+def test_long(): pass
+
+@pytest.mark.learning
+def test_learning(): pass
+
+def test_plain(): pass
+'''
+
+
+@pytest.mark.parametrize("expression, selected", [(None, ["test_plain"]), ("learning or distributed", ["test_learning"]),
+                                                  ("learning-long", ["test_long"]), ("learning", ["test_learning"])])
+def test_learning_long_runs_only_when_the_expression_names_it(tmp_path, expression, selected):
+    (tmp_path / "conftest.py").write_text((REPO / "suites" / "conftest.py").read_text())
+    (tmp_path / "test_marked.py").write_text(MARKED)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    learning-long: x\n    learning: x\n"
+                                         "    distributed: x\naddopts = --strict-markers -p no:cacheprovider\n")
+    args = [sys.executable, "-m", "pytest", "--collect-only", "-q", *(["-m", expression] if expression else [])]
+    out = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
+    assert sorted(line.split("::")[-1] for line in out.splitlines() if "::" in line) == selected, out

@@ -227,11 +227,14 @@ def test_requests_are_served_during_an_update_each_with_one_whole_published_vers
     assert worker.policy_lag == expected_lag and sum(expected_lag.values()) == len(learned) == 2 * updates
 
 
-def test_learning_publishes_each_update_and_inference_acts_with_the_newest():
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "locked"])
+def test_learning_publishes_each_update_and_inference_acts_with_the_newest(overlap):
     """Real updates: every rollout learned has its lag counted, and the inference copy holds the learner's
-    weights once the last update is published (the learner's own weights changed)."""
-    worker = make()
+    weights once the last update is published (the learner's own weights changed); without overlap there is
+    no copy: inference acts with the learner's policy."""
+    worker = make(overlap=overlap)
     agent = worker.agent
+    assert (worker.inference_agent is agent) is not overlap
     start = agent.get_weights()
     try:
         worker.run(num_steps=3 * 8 * 3 * 2)

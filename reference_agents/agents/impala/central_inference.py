@@ -28,6 +28,7 @@ The queues (``requests`` and one ``actions-<i>`` per actor) come from any actor-
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
 from typing import Any, Callable
@@ -186,10 +187,13 @@ class CentralInferenceWorker(ActorLearnerWorker):
         actors: how many actors the executor runs.
         max_batch: requests (actors) per inference call at most.
         timeout_ms: how long a batch waits for more requests after its first.
+        overlap: False: no inference copy (no second policy in memory); inference acts with the learner's own
+            policy under one lock with the updates, so every update stalls every actor (as before the two
+            overlapped; `spacegraph.reports.central_inference` measures one against the other).
     """
 
     def __init__(self, agent: Any, executor_factory: Callable[..., Any], actors: int, max_batch: int | None = None,
-                 timeout_ms: float = 2.0, **kwargs: Any) -> None:
+                 timeout_ms: float = 2.0, overlap: bool = True, **kwargs: Any) -> None:
         self.actors, self.max_batch = int(actors), int(max_batch or actors)
         self.timeout = float(timeout_ms) / 1000.0
         self.batch_sizes: collections.Counter = collections.Counter()   # achieved inference batches (requests)
@@ -199,12 +203,14 @@ class CentralInferenceWorker(ActorLearnerWorker):
         self._slots: dict[int, _ActorSlot] = {}
         self._finished: collections.deque = collections.deque()
         self._rollouts: collections.deque = collections.deque()
-        self.inference_agent = type(agent)(acting_config(agent.config.model_dump(by_alias=True)),
-                                           backend=agent.backend, seed=agent.seed, state_space=agent.state_space,
-                                           action_space=agent.action_space, device=agent.device)
+        self.overlap = bool(overlap)
+        self.inference_agent = agent if not overlap else type(agent)(
+            acting_config(agent.config.model_dump(by_alias=True)), backend=agent.backend, seed=agent.seed,
+            state_space=agent.state_space, action_space=agent.action_space, device=agent.device)
+        self._policy_lock: Any = contextlib.nullcontext() if overlap else threading.Lock()
         self._loaded: dict[str, np.ndarray] | None = None  # the published weights the inference copy holds
         super().__init__(agent, executor_factory, publish_every=0, **kwargs)
-        self._published = (self.total_updates, agent.get_weights())
+        self._publish(self.total_updates)
 
     def policy_lag_mean(self) -> float | None:
         """Updates between the learner's weights and a learned rollout's oldest acting version, on average over
@@ -219,7 +225,8 @@ class CentralInferenceWorker(ActorLearnerWorker):
         self._publish(self.total_updates)
 
     def _publish(self, version: int) -> None:
-        self._published = (version, self.agent.get_weights())  # one reference: never half a version
+        # one reference: never half a version (without overlap the version is the learner's policy itself)
+        self._published = (version, self.agent.get_weights() if self.overlap else None)
 
     def mean_batch(self) -> float | None:
         """Actors per batched inference call so far, on average (None before the first call)."""
@@ -292,7 +299,7 @@ class CentralInferenceWorker(ActorLearnerWorker):
     def _load_newest(self) -> int:
         """The newest published version, loaded into the inference copy if it holds another."""
         version, weights = self._published  # one read: a version complete before it was published
-        if weights is not self._loaded:
+        if weights is not None and weights is not self._loaded:
             self.inference_agent.executor.set_weights(weights, strict=False)  # the policy's keys; slots stay
             self._loaded = weights
         return version
@@ -320,6 +327,10 @@ class CentralInferenceWorker(ActorLearnerWorker):
         return rows, kept
 
     def _answer(self, batch: dict[str, np.ndarray]) -> None:
+        with self._policy_lock:  # without overlap only: one executor call at a time on the learner's policy
+            self._act(batch)
+
+    def _act(self, batch: dict[str, np.ndarray]) -> None:
         agent = self.inference_agent
         version = self._load_newest()  # this batch acts with one version, whatever the learner does meanwhile
         rows, kept = self._admit(batch)
@@ -364,8 +375,9 @@ class CentralInferenceWorker(ActorLearnerWorker):
         learner's new weights are published as the next (``total_updates + 1``: `run` counts the update after)."""
         for rollout in batch:  # policy lag: updates between the version of the rollout's oldest step and this
             self.policy_lag[self.total_updates - int(rollout["policy_versions"].min())] += 1
-        metrics = self.agent.update(batch)
-        self._publish(self.total_updates + 1)
+        with self._policy_lock:
+            metrics = self.agent.update(batch)
+            self._publish(self.total_updates + 1)
         return metrics
 
     def _drain_episodes(self) -> list[Episode]:

@@ -118,9 +118,9 @@ class ApexLearner:
         priorities learned so far are sent (counts, shards and weights then agree until the next
         `active.set`)."""
         self.active.clear()
-        for lock in self._busy:
-            with lock:
-                pass
+        with self._busy[0]:   # the prefetch thread is idle: settle its calls in flight (their batches are kept)
+            while self._in_flight and not self.stopping.is_set():
+                self._take_answers(0.1)
         with self._busy[1]:   # the update thread is idle: its held priorities are the caller's to send
             self._flush_priorities()
 
@@ -222,11 +222,7 @@ class ApexLearner:
             if self.stopping.is_set():
                 return
             with self._busy[0]:
-                if not self.active.is_set():
-                    # paused: settle the calls in flight (kept for after the pause), so no shard call is
-                    # outstanding while the driver reads counts or snapshots shards
-                    while self._in_flight and not self.stopping.is_set():
-                        self._take_answers(0.1)
+                if not self.active.is_set():   # paused meanwhile (`pause` settles the calls in flight)
                     continue
                 self._send_samples()
                 if not self._in_flight and not self._answered:

@@ -43,6 +43,17 @@ class EnvConfig(Section):
     num_envs: int = Field(1, ge=1, description="environments stepped in lockstep by one worker")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to gymnasium.make")
     atari: bool = Field(False, description="Atari frame processing env-side: gray 84x84, 4 stacked, uint8")
+    vectorizer: Literal["python", "ale", "envpool"] = Field(
+        "python", description="what steps the num_envs environments: python (VectorEnv over make_env), ale "
+        "(ale-py's native AtariVectorEnv) or envpool (EnvPool); the native ones need atari: true and an ALE id "
+        "(reference_agents.workers.native_envs)")
+
+    @model_validator(mode="after")
+    def _native_needs_atari(self) -> "EnvConfig":
+        if self.vectorizer != "python" and not self.atari:
+            raise ValueError(f"vectorizer {self.vectorizer!r} steps Atari with its own frame processing: it needs "
+                             f"atari: true and an ALE id such as ALE/Pong-v5 (or vectorizer: python)")
+        return self
 
 
 class EvaluationConfig(Section):

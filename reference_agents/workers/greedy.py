@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from harness.seeds import derive_seed
-from reference_agents.workers.envs import VectorEnv
+from reference_agents.workers.native_envs import make_vector_env
 
 
 class GreedyEvaluation:
@@ -48,7 +48,7 @@ class GreedyEvaluation:
                                       or value <= 0):
                 raise ValueError(f"VectorEnvWorker.evaluate: {name} must be a positive int; got {value!r}")
         n = int(num_envs) if num_envs is not None else min(int(num_episodes), self.num_envs)
-        envs = VectorEnv(self.env_id, n, self.env_kwargs or None)
+        envs = make_vector_env(self.env_id, n, self.env_kwargs or None)
         reset_pre = getattr(self.agent, "reset_preprocessor", None)
         try:
             obs = envs.reset(seed=derive_seed(self.seed, "eval_screen") if seed is None else seed)

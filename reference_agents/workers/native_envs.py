@@ -8,7 +8,7 @@ minimal action set, 108,000 frames an episode at most; no noop starts, no fire r
 reward clipping, no max-pooling where the library has the switch) and give the same observations as the python
 path: ``uint8[N,84,84,4]``, the last 4 frames channel-last, oldest first, a new episode's first frame filling
 the whole stack. What cannot be the same (the resize filter, EnvPool's max-pool of the last two frames, the
-sticky-action random stream) is listed in the docs (``docs/environments.md``) and measured by
+sticky-action random stream) is listed in the docs (``docs/workers.md``) and measured by
 ``suites/workers/test_native_envs.py``.
 
 `make_vector_env` is what workers call: it reads ``vectorizer`` out of the environment keyword arguments.
@@ -16,7 +16,7 @@ sticky-action random stream) is listed in the docs (``docs/environments.md``) an
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -29,7 +29,7 @@ VECTORIZERS = ("python", "ale", "envpool")
 
 #: ``gymnasium.make`` keyword arguments of an ALE id that the native environments take too.
 NATIVE_KWARGS = ("repeat_action_probability", "frameskip", "full_action_space", "max_num_frames_per_episode",
-                 "obs_type", "num_threads")
+                 "obs_type")
 
 
 def make_vector_env(env_id: str | EnvFactory, num_envs: int = 1, env_kwargs: dict[str, Any] | None = None) -> Any:
@@ -56,12 +56,23 @@ def make_vector_env(env_id: str | EnvFactory, num_envs: int = 1, env_kwargs: dic
     return NativeAtariVectorEnv(env_id, num_envs, kwargs, vectorizer)
 
 
+def env_kwargs_of(env: Mapping[str, Any]) -> dict[str, Any]:
+    """`make_vector_env`'s keyword arguments of an ``env`` section as a mapping (``kwargs``, and ``atari`` and
+    ``vectorizer`` where set)."""
+    kwargs = dict(env.get("kwargs") or {})
+    if env.get("atari"):
+        kwargs["atari"] = True
+    if env.get("vectorizer", "python") != "python":
+        kwargs["vectorizer"] = env["vectorizer"]
+    return kwargs
+
+
 def ale_settings(env_id: Any, vectorizer: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The ALE settings of ``env_id`` (its registered keyword arguments, ``kwargs`` over them).
 
     Returns:
         ``{game, repeat_action_probability, frameskip, full_action_space, max_num_frames_per_episode,
-        num_threads}``.
+        num_threads}`` (one thread: a worker is a process of its own, and frames per CPU-second are what count).
 
     Raises:
         ValueError: naming ``env.vectorizer`` when ``env_id`` is not an ALE id, ``atari`` is not true, or
@@ -101,17 +112,13 @@ def ale_settings(env_id: Any, vectorizer: str, kwargs: dict[str, Any]) -> dict[s
     return settings
 
 
-def ale_reset_seed(seed: int) -> int:
-    """The ALE emulator seed `make_env`'s environment uses after ``reset(seed=seed)`` (ale-py's ``seed_game``):
-    seeding the native environment with it makes its sticky-action stream the python path's."""
-    return int(np.int32(np.random.SeedSequence(seed).generate_state(n_words=2)[1]))
-
-
 class NativeAtariVectorEnv:
     """N Atari environments stepped by a native vector environment, with `VectorEnv`'s interface.
 
-    ``reset(seed)`` seeds environment ``i`` from ``derive_seed(seed, "env", i)`` (as `VectorEnv`, through
-    the ALE seed ale-py derives from it); ``step(actions)`` returns ``(next_obs, rewards, terminated,
+    ``reset(seed)`` seeds environment ``i`` with ``derive_seed(seed, "env", i)`` (modulo 2**31) as `VectorEnv`
+    does; the native sticky-action random stream still differs from ale-py's gymnasium env's for the same
+    seed (ale-py's vector env, seen), and EnvPool takes seeds only when it makes the pool (a seeded `reset`
+    re-makes it). ``step(actions)`` returns ``(next_obs, rewards, terminated,
     truncated, infos, obs_to_act_on)`` with finished environments reset in the same step and their indices
     kept as `done_indices`.
 
@@ -165,7 +172,7 @@ class NativeAtariVectorEnv:
             raise ValueError(f"VectorEnv.reset: seed must be an int or None; got {seed!r}")
         if seed is not None and seed < 0:
             raise ValueError(f"VectorEnv.reset: seed must be >= 0 (environments take non-negative seeds); got {seed}")
-        seeds = None if seed is None else [ale_reset_seed(derive_seed(int(seed), "env", i))
+        seeds = None if seed is None else [derive_seed(int(seed), "env", i) % 2 ** 31   # native seeds: int32
                                            for i in range(self.num_envs)]
         stacks = self.backend.reset(seeds)
         self._age[:] = 0

@@ -14,8 +14,9 @@ from harness.seeds import derive_seed
 from reference_agents.components.helpers.n_step import NStepAccumulator
 from reference_agents.workers.act_time_priorities import ActTimePriorities
 from reference_agents.workers.checks import WorkerChecks
-from reference_agents.workers.envs import EnvFactory, VectorEnv, index_value
+from reference_agents.workers.envs import EnvFactory, index_value
 from reference_agents.workers.greedy import GreedyEvaluation
+from reference_agents.workers.native_envs import make_vector_env
 from reference_agents.workers.results import (Episode, SampleBatch, WorkerStats, concat_records,
                                                mean_episode_return, stack_records)
 
@@ -69,7 +70,8 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
         env_id: a gymnasium id, or a callable returning a new environment.
         num_envs: the number of environments N.
         seed: environment ``i`` is reset with ``seed + i`` the first time.
-        env_kwargs: keyword arguments for `make_env` (``gymnasium.make``'s, and ``atari``).
+        env_kwargs: keyword arguments for `make_env` (``gymnasium.make``'s, and ``atari``), and ``vectorizer``
+            (`reference_agents.workers.native_envs.make_vector_env`: python, ale or envpool).
         n_step: the window length for worker-side folding; default the agent config's
             ``n_step`` (1 without one).
         worker_side_n_step: fold n-step transitions in the worker, not in the agent.
@@ -124,7 +126,7 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
         self.folds = worker_side_n_step or not observe
         self.n_step = self._resolve("n_step", n_step, 1, positive_int=True) if self.folds else None
         self.gamma = self._resolve("gamma", gamma, None) if self.folds else None
-        self.envs = VectorEnv(env_id, num_envs, self.env_kwargs or None)
+        self.envs = make_vector_env(env_id, num_envs, self.env_kwargs or None)
         self.num_envs = self.envs.num_envs
         self._env_ids = list(range(self.num_envs))
         self.frames_per_step = self.envs.frames_per_step
@@ -153,7 +155,7 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
     def for_agent(cls, agent: Any, **kwargs: Any) -> "VectorEnvWorker":
         """A worker on the environments an agent's config names, seeded with the agent's seed.
 
-        Reads ``agent.config.env`` (``id``, ``num_envs``, ``kwargs``, ``atari``) and ``agent.seed``;
+        Reads ``agent.config.env`` (``id``, ``num_envs``, ``kwargs``, ``atari``, ``vectorizer``) and ``agent.seed``;
         keyword arguments override them (``env_kwargs`` replaces the config's ``env.kwargs`` whole)
         and pass the rest of the constructor's options.
 
@@ -167,6 +169,8 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
         env_kwargs = dict(getattr(env, "kwargs", None) or {})
         if getattr(env, "atari", False):
             env_kwargs["atari"] = True
+        if getattr(env, "vectorizer", "python") != "python":
+            env_kwargs["vectorizer"] = env.vectorizer
         seed = getattr(agent, "seed", None)
         args: dict[str, Any] = {"env_id": env.id, "num_envs": getattr(env, "num_envs", 1),
                                 "seed": 0 if seed is None else seed, "env_kwargs": env_kwargs}

@@ -30,16 +30,6 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def env_kwargs_of(env: Mapping[str, Any]) -> dict[str, Any]:
-    """`make_vector_env`'s keyword arguments of an ``env`` section (``kwargs``, ``atari``, ``vectorizer``)."""
-    kwargs = dict(env.get("kwargs") or {})
-    if env.get("atari"):
-        kwargs["atari"] = True
-    if env.get("vectorizer", "python") != "python":
-        kwargs["vectorizer"] = env["vectorizer"]
-    return kwargs
-
-
 def measure_env_stepping(env: Mapping[str, Any], num_envs: int, steps: int, seed: int = 0) -> dict:
     """Steps ``num_envs`` environments of the ``env`` section ``steps`` times with uniformly random actions.
 
@@ -57,7 +47,7 @@ def measure_env_stepping(env: Mapping[str, Any], num_envs: int, steps: int, seed
     Raises:
         ValueError: for a bad ``num_envs``/``steps``, or the environment's own errors (naming the key).
     """
-    from reference_agents.workers.native_envs import make_vector_env
+    from reference_agents.workers.native_envs import env_kwargs_of, make_vector_env
 
     for name, value in (("num_envs", num_envs), ("steps", steps)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:

@@ -91,7 +91,8 @@ def check_env_config(config, source: str) -> None:
     """Makes the config's environment once, so that a bad ``env`` is a located config error.
 
     Raises:
-        ConfigError: naming ``source`` and ``env.id``, ``env.atari`` or ``env.kwargs``.
+        ConfigError: naming ``source`` and ``env.id``, ``env.atari``, ``env.kwargs`` or ``env.vectorizer`` (a
+            native vectorizer is made once too, with one environment).
     """
     from reference_agents.agents import ConfigError
     from reference_agents.environments import make_env
@@ -104,6 +105,14 @@ def check_env_config(config, source: str) -> None:
                else "env.atari" if "atari" in message else "env.kwargs")
         raise ConfigError(source, [(key, message)]) from None
     env.close()
+    vectorizer = getattr(config.env, "vectorizer", "python")
+    if vectorizer != "python":
+        from reference_agents.workers.native_envs import env_kwargs_of, make_vector_env
+
+        try:
+            make_vector_env(config.env.id, 1, env_kwargs_of(config.env.model_dump())).close()
+        except ValueError as exc:
+            raise ConfigError(source, [("env.vectorizer", str(exc))]) from None
 
 
 def replicas_error(path: str, exc: Any) -> Any:

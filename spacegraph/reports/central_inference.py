@@ -16,6 +16,13 @@ CNN, 1.7M) and ``nature+lstm`` (and an LSTM of 256). Transports: ``threads`` (ac
 learner's process: any machine, GIL-bound) or ``tf-dist`` (actor processes, TF servers on 127.0.0.1).
 Each point runs in its own process (`run_child`); `measure_all` runs them all. The figure is the
 ``central_inference`` scenario of ``spacegraph report``.
+
+`ab` is an interleaved A/B of central inference with inference and learning overlapping (``central``)
+against the same worker with one lock for both (``central-locked``, `CentralInferenceWorker` with
+``overlap=False``): round after round, each in a fresh child process, the ratio paired within a round and
+its median over the rounds::
+
+    python -m spacegraph.reports.central_inference --ab nature 4 --rounds 3 --seconds 8
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -42,6 +50,8 @@ NETWORKS = {
     "nature+lstm": ("impala_pong", {"network": {"layers": "nature", "lstm_units": 256}}),
 }
 MODES = ("actor-learner", "central")
+#: What `measure` also takes: central inference with one lock for inference and updates (`ab`'s baseline).
+LOCKED = "central-locked"
 
 
 def _agent(network: str, device: str | None) -> Any:
@@ -72,16 +82,18 @@ def measure(mode: str, network: str, actors: int, seconds: float, transport: str
     Raises:
         ValueError: naming the mode or network when it is not one of `MODES` or `NETWORKS`.
     """
-    if mode not in MODES or network not in NETWORKS:
-        raise ValueError(f"central_inference.measure: mode must be one of {MODES} and network one of "
+    if mode not in (*MODES, LOCKED) or network not in NETWORKS:
+        raise ValueError(f"central_inference.measure: mode must be one of {(*MODES, LOCKED)} and network one of "
                          f"{', '.join(NETWORKS)}; got {mode!r}, {network!r}")
     from reference_agents.agents.impala.actor_learner import ActorLearnerWorker, actor_learner_queues
     from reference_agents.agents.impala.central_inference import CentralInferenceWorker
 
     agent = _agent(network, device)
     params = int(sum(v.size for v in agent.get_weights().values()))
-    if mode == "central":
-        worker = CentralInferenceWorker(agent, lambda q: _executor(transport, actors, q, {}), actors)
+    central = mode != "actor-learner"
+    if central:
+        worker = CentralInferenceWorker(agent, lambda q: _executor(transport, actors, q, {}), actors,
+                                        overlap=mode != LOCKED)
     else:
         worker = ActorLearnerWorker(agent, lambda r, e, w: _executor(
             transport, actors, actor_learner_queues(r, e, actors), w))
@@ -98,7 +110,8 @@ def measure(mode: str, network: str, actors: int, seconds: float, transport: str
         elapsed = time.perf_counter() - start
         out = {"frames_per_s": (worker.total_frames - frames0) / elapsed, "updates_per_s":
                (worker.total_updates - updates0) / elapsed, "params": params, "actors_delivering": len(worker.received)}
-        if mode == "central":
+        if central:
+            out["policy_lag_mean"] = worker.policy_lag_mean()
             sizes = {k: v - batches0.get(k, 0) for k, v in worker.batch_sizes.items()}
             calls = sum(sizes.values())
             out["mean_batch_envs"] = (sum(k * v for k, v in sizes.items()) / calls * agent.config.env.num_envs
@@ -164,14 +177,71 @@ def measure_all(networks: list[str] | tuple[str, ...] = tuple(NETWORKS),
     return result
 
 
+def ab(network: str, actors: int, rounds: int = 3, seconds: float = 8.0, transport: str = "threads",
+       device: str | None = None, timeout: float = 400.0, log: Any = None) -> dict[str, Any]:
+    """Central inference overlapping with learning against the locked worker, interleaved: each round runs
+    ``central-locked`` then ``central`` (each `run_child`), and the ratio of their frames/s is taken within
+    the round (a shared machine's load drifts between rounds more than within one).
+
+    Args:
+        network: one of `NETWORKS`.
+        actors: actors (threads or processes, by ``transport``).
+        rounds: rounds of the pair.
+        seconds: each point's window after every actor delivered.
+        log: called with a line per point.
+
+    Returns:
+        ``{"network", "actors", "transport", "seconds", "points": {mode: [point per round]}, "ratios": [per
+        round], "median_ratio", "median_frames_per_s": {mode: ...}}`` (a failed point: no ratio that round).
+
+    Raises:
+        ValueError: naming the argument for an unknown network or transport, or rounds below 1.
+    """
+    if network not in NETWORKS or transport not in ("threads", "tf-dist") or rounds < 1:
+        raise ValueError(f"central_inference.ab: network must be one of {', '.join(NETWORKS)}, transport threads or "
+                         f"tf-dist and rounds at least 1; got {network!r}, {transport!r}, {rounds}")
+    points: dict[str, list[dict[str, Any]]] = {LOCKED: [], "central": []}
+    ratios = []
+    for r in range(rounds):
+        for mode in points:
+            points[mode].append(run_child(mode, network, actors, seconds, transport, device, timeout))
+            if log:
+                log(f"round {r + 1} {mode}: {points[mode][-1]}")
+        locked, ours = points[LOCKED][-1].get("frames_per_s"), points["central"][-1].get("frames_per_s")
+        if locked and ours is not None:
+            ratios.append(ours / locked)
+    medians = {m: statistics.median(fps) if (fps := [p["frames_per_s"] for p in ps if "frames_per_s" in p]) else None
+               for m, ps in points.items()}
+    return {"network": network, "actors": actors, "transport": transport, "seconds": seconds, "points": points,
+            "ratios": ratios, "median_ratio": statistics.median(ratios) if ratios else None,
+            "median_frames_per_s": medians}
+
+
 def child_main(argv: list[str] | None = None) -> None:
-    """One point in this process (the child of `run_child`), its result as a JSON line; not a user command."""
-    parser = argparse.ArgumentParser(description="one central-inference point (the child process of run_child)")
-    parser.add_argument("--child", nargs=3, metavar=("MODE", "NETWORK", "ACTORS"), required=True)
-    parser.add_argument("--seconds", type=float, required=True)
+    """One point in this process (``--child``, the child of `run_child`: not a user command), or `ab` (``--ab``);
+    the result as a JSON line."""
+    parser = argparse.ArgumentParser(description="one central-inference point (--child: the child process of "
+                                                 "run_child), or the overlap-against-locked A/B (--ab)")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--child", nargs=3, metavar=("MODE", "NETWORK", "ACTORS"))
+    what.add_argument("--ab", nargs=2, metavar=("NETWORK", "ACTORS"),
+                      help="rounds of central-locked then central, each point in a fresh process")
+    parser.add_argument("--seconds", type=float, default=8.0, help="each point's window (default 8)")
+    parser.add_argument("--rounds", type=int, default=3, help="--ab: rounds (default 3)")
     parser.add_argument("--transport", choices=["threads", "tf-dist"], default="threads")
     parser.add_argument("--device", default=None)
     args = parser.parse_args(argv)
+    if args.ab:
+        network, actors = args.ab
+        if not actors.isdigit() or int(actors) < 1:
+            parser.error(f"--ab NETWORK ACTORS: ACTORS must be a positive int; got {actors!r}")
+        try:
+            result = ab(network, int(actors), args.rounds, args.seconds, args.transport, args.device,
+                        log=lambda line: print(line, file=sys.stderr, flush=True))
+        except ValueError as exc:
+            parser.error(str(exc))
+        print(json.dumps(result))
+        return
     mode, network, actors = args.child
     print(json.dumps(measure(mode, network, int(actors), args.seconds, args.transport, args.device)))
 

@@ -46,7 +46,7 @@ def wait_for(predicate, seconds=30.0):
 
 @pytest.mark.parametrize("lstm", [None, 5], ids=["ff", "lstm"])
 def test_rollouts_carry_the_policys_logits_and_recurrent_state_across_episode_ends(lstm):
-    worker = make(lstm)
+    worker = make(lstm, max_waiting=9)
     try:
         worker.start()  # inference only: nothing learns, so the weights stay those that acted
         wait_for(lambda: len(worker._rollouts) >= 9)
@@ -61,7 +61,7 @@ def test_rollouts_carry_the_policys_logits_and_recurrent_state_across_episode_en
 
 
 def test_every_request_is_answered_once_in_order_and_a_duplicate_is_caught():
-    worker = make()
+    worker = make(max_waiting=1000)  # nothing learns: the rollouts pile up
     try:
         worker.start()
         wait_for(lambda: min(worker.answered.values(), default=0) >= 20)
@@ -93,7 +93,7 @@ class StallingExecutor(ThreadActorLearnerExecutor):
 def test_an_actor_that_sends_nothing_never_holds_the_batch_back():
     """Batches of 3 wait for an actor that never sends: the others are answered all the same, in batches
     without it (how long a batch waits is checked on a fake clock below, not on this machine's)."""
-    worker = make(actors=3, executor=StallingExecutor, timeout_ms=5.0)
+    worker = make(actors=3, executor=StallingExecutor, timeout_ms=5.0, max_waiting=1000)
     try:
         worker.start()
         wait_for(lambda: min(worker.answered.get(1, 0), worker.answered.get(2, 0)) >= 50)
@@ -185,7 +185,8 @@ def test_requests_are_served_during_an_update_each_with_one_whole_published_vers
     half-written weights would match none); the policy lag of every rollout learned is counted."""
     updates, actors = 3, 3
     agent = IMPALAAgent(config(), backend=backend, seed=4)
-    worker = CentralInferenceWorker(agent, lambda q: ThreadActorLearnerExecutor(actors, q, {}), actors)
+    worker = CentralInferenceWorker(agent, lambda q: ThreadActorLearnerExecutor(actors, q, {}), actors,
+                                    max_waiting=1000)  # the update's waits are not held up by a full queue
     versions = {0: agent.get_weights()}
     rng = np.random.default_rng(0)
     served, learned = {}, []
@@ -225,6 +226,30 @@ def test_requests_are_served_during_an_update_each_with_one_whole_published_vers
     assert set(acted) == set(range(updates + 1)), acted  # every version acted
     expected_lag = collections.Counter(k - 1 - int(r["policy_versions"].min()) for k, r in learned)
     assert worker.policy_lag == expected_lag and sum(expected_lag.values()) == len(learned) == 2 * updates
+
+
+def test_inference_holds_back_while_max_waiting_rollouts_wait_for_the_learner():
+    """Each update returns only once the inference thread held back again (event order, not time): it resumed
+    after the learner took a batch, and stopped answering with max_waiting rollouts waiting (plus at most one
+    per actor from the batch that reached it), so acting never runs further ahead of learning."""
+    actors, cap = 3, 4
+    worker = make(actors=actors, max_waiting=cap)
+    seen = []
+
+    def until_held_back(batch):
+        before, end = worker.held_back, time.monotonic() + (30.0 if all(ok for ok, _ in seen) else 0.0)
+        while worker.held_back == before and time.monotonic() < end:
+            time.sleep(0.005)
+        seen.append((worker.held_back > before, len(worker._rollouts)))
+        return {"loss": 0.0}
+
+    worker.agent.update = until_held_back
+    try:
+        worker.run(num_steps=3 * 8 * 3 * 2)
+    finally:
+        worker.close()
+    assert len(seen) == 3 and all(ok for ok, _ in seen), seen
+    assert all(cap <= waiting <= cap + actors - 1 for _, waiting in seen), seen
 
 
 @pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "locked"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spacegraph.report.scenarios import central_inference as scenario
-from spacegraph.reports.central_inference import measure_all, run_child
+from spacegraph.reports.central_inference import ab, child_main, measure_all, run_child
 
 
 def run(transport="threads", device=None):
@@ -41,7 +41,7 @@ def test_a_figure_per_run_with_its_ratios_and_rows():
 def test_a_failing_child_is_an_error_of_its_point():
     point = run_child("no-such-mode", "mlp", 2, 0.1, timeout=60)
     assert point == {"error": "ValueError: central_inference.measure: mode must be one of ('actor-learner', "
-                              "'central') and network one of mlp, mlp+lstm, mlp-1m, resnet, resnet+lstm, nature, "
+                              "'central', 'central-locked') and network one of mlp, mlp+lstm, mlp-1m, resnet, resnet+lstm, nature, "
                               "nature+lstm; got 'no-such-mode', 'mlp'"}
 
 
@@ -50,3 +50,38 @@ def test_a_failing_child_is_an_error_of_its_point():
 def test_bad_settings_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         measure_all(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [({"network": "transformer"}, "network must be one of mlp"),
+                                             ({"transport": "mpi"}, "transport threads or tf-dist"),
+                                             ({"rounds": 0}, "rounds at least 1; got 'mlp', 'threads', 0")])
+def test_bad_ab_settings_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ab(**{"network": "mlp", "actors": 2, **kwargs})
+
+
+@pytest.mark.parametrize("argv, message", [(["--ab", "mlp", "two"], "ACTORS must be a positive int; got 'two'"),
+                                           (["--ab", "transformer", "2"], "network must be one of mlp")])
+def test_bad_ab_arguments_are_one_usage_error(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        child_main(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_ab_pairs_each_round_and_takes_the_median(monkeypatch):
+    """Rounds run locked then overlapping; the ratio is paired within a round (a failed point: none that round)."""
+    import spacegraph.reports.central_inference as module
+
+    fps = iter([100.0, 150.0, 200.0, 220.0, 50.0, None])
+    calls = []
+
+    def fake_child(mode, network, actors, seconds, transport, device, timeout):
+        calls.append(mode)
+        value = next(fps)
+        return {"frames_per_s": value} if value is not None else {"error": "timed out after 400 s"}
+
+    monkeypatch.setattr(module, "run_child", fake_child)
+    result = ab("nature", 4, rounds=3, seconds=1.0)
+    assert calls == ["central-locked", "central"] * 3
+    assert result["ratios"] == [1.5, 1.1] and result["median_ratio"] == pytest.approx(1.3)
+    assert result["median_frames_per_s"] == {"central-locked": 100.0, "central": 185.0}

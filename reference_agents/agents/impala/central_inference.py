@@ -41,8 +41,7 @@ from harness.seeds import derive_seed
 from reference_agents.agents.base import acting_config
 from reference_agents.agents.impala.rollouts import RolloutBuilder
 from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
-from reference_agents.workers import Episode
-from reference_agents.workers.native_envs import env_kwargs_of, make_vector_env
+from reference_agents.workers import Episode, VectorEnv
 
 
 def request_spec(agent: Any) -> RecordSpec:
@@ -68,9 +67,9 @@ def central_queues(agent: Any, actors: int) -> dict[str, tuple[RecordSpec, int]]
 
 
 def env_actor(transport: Any, index: int, incarnation: int, env: dict[str, Any], seed: int) -> None:
-    """An actor's body: step ``env`` (``{id, num_envs, kwargs, atari, vectorizer}``) with the actions the learner
-    sends."""
-    envs = make_vector_env(env["id"], env["num_envs"], env_kwargs_of(env) or None)
+    """An actor's body: step ``env`` (``{id, num_envs, kwargs, atari}``) with the actions the learner sends."""
+    kwargs = dict(env.get("kwargs") or {}, **({"atari": True} if env.get("atari") else {}))
+    envs = VectorEnv(env["id"], env["num_envs"], kwargs or None)
     requests, answers = transport.queues["requests"], transport.queues[f"actions-{index}"]
     n = envs.num_envs
     act_on = envs.reset(seed=derive_seed(seed, "actor", index, incarnation))
@@ -188,14 +187,21 @@ class CentralInferenceWorker(ActorLearnerWorker):
         actors: how many actors the executor runs.
         max_batch: requests (actors) per inference call at most.
         timeout_ms: how long a batch waits for more requests after its first.
+        max_waiting: finished rollouts that may wait for the learner (default ``2 * rollout.batch_size``: the
+            next batch and one more); at that many the inference thread answers no actor until the learner takes
+            a batch, so acting never runs ahead of learning by more (nor the policy lag grow without bound).
         overlap: False: no inference copy (no second policy in memory); inference acts with the learner's own
             policy under one lock with the updates, so every update stalls every actor (as before the two
             overlapped; `spacegraph.reports.central_inference` measures one against the other).
     """
 
     def __init__(self, agent: Any, executor_factory: Callable[..., Any], actors: int, max_batch: int | None = None,
-                 timeout_ms: float = 2.0, overlap: bool = True, **kwargs: Any) -> None:
+                 timeout_ms: float = 2.0, max_waiting: int | None = None, overlap: bool = True,
+                 **kwargs: Any) -> None:
         self.actors, self.max_batch = int(actors), int(max_batch or actors)
+        self.max_waiting = int(max_waiting or 2 * agent.config.rollout.batch_size)
+        self.held_back = 0  # times the inference thread waited for the learner to take rollouts
+        self._room = threading.Condition()  # the learner took rollouts (a signal only: held by neither's work)
         self.timeout = float(timeout_ms) / 1000.0
         self.batch_sizes: collections.Counter = collections.Counter()   # achieved inference batches (requests)
         self.answered: collections.Counter = collections.Counter()      # requests answered per actor
@@ -242,7 +248,7 @@ class CentralInferenceWorker(ActorLearnerWorker):
         self.publish()
         env = self.agent.config.env
         self.executor.start_actors(env_actor, {"id": env.id, "num_envs": env.num_envs, "kwargs": env.kwargs,
-                                               "atari": env.atari, "vectorizer": env.vectorizer}, self.agent.seed)
+                                               "atari": env.atari}, self.agent.seed)
         self._stager = threading.Thread(target=self._serve, name="inference", daemon=True)
         self._stager.start()
 
@@ -258,6 +264,11 @@ class CentralInferenceWorker(ActorLearnerWorker):
     def _serve(self) -> None:
         try:
             while not self._stop.is_set():
+                if len(self._rollouts) >= self.max_waiting:  # acting ahead of learning: wait for the learner
+                    self.held_back += 1
+                    with self._room:
+                        self._room.wait_for(self._has_room, timeout=1.0)
+                    continue
                 batch = self._gather()
                 if batch is not None:
                     self._answer(batch)
@@ -266,6 +277,9 @@ class CentralInferenceWorker(ActorLearnerWorker):
                 self._error = RuntimeError(f"central inference: a queue closed while the run went on: {exc}")
         except BaseException as exc:  # surfaced by run()
             self._error = exc
+
+    def _has_room(self) -> bool:
+        return len(self._rollouts) < self.max_waiting or self._stop.is_set()
 
     def _complete(self, slot: _ActorSlot, index: int, reward: np.ndarray, terminated: np.ndarray,
                   truncated: np.ndarray, final: np.ndarray) -> None:
@@ -369,7 +383,10 @@ class CentralInferenceWorker(ActorLearnerWorker):
             if time.monotonic() >= deadline or self._error is not None:
                 return None
             time.sleep(0.001)
-        return [self._rollouts.popleft() for _ in range(k)]
+        batch = [self._rollouts.popleft() for _ in range(k)]
+        with self._room:
+            self._room.notify()
+        return batch
 
     def _update(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
         """One update, while the inference thread goes on acting with the last published version; then the

@@ -86,6 +86,7 @@ def test_the_scenario_renders_from_a_recorded_result():
     per_core = {s.label: dict(zip(s.x, s.y)) for s in fig.series if s.panel == scenario.PER_CORE}
     assert per_core["measured (this machine)"] == {"IMPALA": 1500.0, "Ape-X": 500.0}
     assert per_core["roofline (best backend, this machine)"]["IMPALA"] == pytest.approx(1 / 3e-4)
+    assert per_core["RLlib IMPALA (this machine, another run)"] == {"RLlib IMPALA": 173.5}
 
 
 def test_sample_factory_is_published_beside_ours_per_core():

@@ -40,12 +40,10 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
     - with ``observe=False`` nothing reaches the agent: `sample` returns the folded
       transitions instead, for a replay elsewhere (Ape-X); `run` then only acts and steps
       (it keeps nothing, so it folds nothing, and n-step windows left open by an earlier
-      `sample` are dropped). ``compute_priorities`` adds their initial priorities from the
-      Q-values the act call computed (``agent.get_actions_and_q_values``; see
-      `ActTimePriorities`): ``|R + discount * max_a Q(s', a) - Q(s, a)|``, one forward pass per
-      step (plus one ``agent.q_values`` call on the final observations of time-limited episodes).
-      A transition that bootstraps from a state acted on only in the next step comes with
-      that step (a later `sample` call's batch when it is the last step of this one).
+      `sample` are dropped). ``compute_priorities`` adds their initial priorities from the act
+      call's Q-values (``agent.get_actions_and_q_values``, one forward pass per step;
+      `ActTimePriorities`, which says when ``agent.q_values`` is called and why a transition may
+      come with the next `sample` call).
 
     With worker-side folding the agent counts the records it is given as its env
     steps (``observe_transitions``); each env step starts one window and every

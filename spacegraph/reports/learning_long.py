@@ -1,13 +1,14 @@
 """The learning regression suite: reference runs with stop criteria, and time- and frames-to-target.
 
-A `ReferenceRun` is one ``spacegraph train`` command (a config, a backend, an executor) with `StopCriteria`: the
-target (the mean return of the last 100 training episodes, as the published MinAtar curves and RLlib's release
-tests count it), a frame budget and a wall-time budget. `run_reference` starts the command in a subprocess with
-``--steps`` (the frame budget in env steps) and ``--max-seconds`` (the time budget), reads the run directory's
-``metrics.jsonl`` as rows arrive (one per evaluation: frames, wall seconds, last-100 training return) and stops
-the run with Ctrl-C (SIGINT: it checkpoints and ends) at the first row that reaches the target. It records
-frames- and time-to-target, or "not reached" with where the run stood, and the curve; each run keeps its date,
-commit and machine, so the seeds of a long run can be spread over sessions and sit in one result.
+A `ReferenceRun` (`spacegraph.reports.learning_long_runs`) is one ``spacegraph train`` command (a config, a backend,
+an executor) with `StopCriteria`: the target (the mean return of the last 100 training episodes, as the published
+MinAtar curves and RLlib's release tests count it), a frame budget and a wall-time budget. `run_reference`
+starts the command in a subprocess with ``--steps`` (the frame budget in env steps) and ``--max-seconds`` (the
+time budget), reads the run directory's ``metrics.jsonl`` as rows arrive (one per evaluation: frames, wall
+seconds, last-100 training return) and stops the run with Ctrl-C (SIGINT: it checkpoints and ends) at the first
+row that reaches the target. It records frames- and time-to-target, or "not reached" with where the run stood,
+and the curve; each run keeps its date, commit and machine, so the seeds of a long run can be spread over
+sessions and sit in one result.
 
 ``python -m spacegraph.reports.learning_long --list`` names the runs; ``--run NAME --seed N --result PATH`` runs one
 and adds it to the result file PATH; ``spacegraph report --from-json PATH --only learning_long`` draws it.
@@ -34,132 +35,11 @@ from typing import Any, Callable, Sequence
 import yaml
 
 from harness.measure.machine import REPO, cpu_model, git_revision
+from spacegraph.reports.learning_long_runs import ReferenceRun, StopCriteria, quick_runs, reference_runs
 
-#: The games with a published DQN curve that is a target (Seaquest's is for MinAtar <= 1.0.10: reported only).
-MINATAR_TARGETS = ("breakout", "space_invaders", "freeway")
-MINATAR_REPORTED = ("asterix", "seaquest")
-MINATAR_TITLES = {"breakout": "Breakout", "space_invaders": "SpaceInvaders", "freeway": "Freeway",
-                  "asterix": "Asterix", "seaquest": "Seaquest"}
 #: What a run's thread pools are limited to (as the other learning reports: one framework thread).
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
               "TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
-
-
-@dataclasses.dataclass(frozen=True)
-class StopCriteria:
-    """When a reference run stops: at the target, or out of frames or time, whichever comes first.
-
-    Args:
-        target_return: the mean return of the last 100 training episodes to reach.
-        frames: the frame budget (emulator frames; a MinAtar step is one frame, an ALE v5 step four).
-        seconds: the wall-time budget of the training (its evaluations included, process start-up excluded).
-        min_episodes: the mean counts once this many training episodes have finished.
-    """
-
-    target_return: float
-    frames: int
-    seconds: float
-    min_episodes: int = 100
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.target_return, (int, float)) or isinstance(self.target_return, bool) \
-                or not math.isfinite(self.target_return):
-            raise ValueError(f"StopCriteria: target_return must be a finite number; got {self.target_return!r}")
-        for name, kind in (("frames", int), ("seconds", (int, float)), ("min_episodes", int)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
-                raise ValueError(f"StopCriteria: {name} must be a positive number; got {value!r}")
-
-
-@dataclasses.dataclass(frozen=True)
-class ReferenceRun:
-    """One reference run: ``spacegraph train CONFIG --backend BACKEND *args`` under `StopCriteria`.
-
-    Args:
-        name: the run's name (``--run NAME``).
-        figure: the figure it is drawn on (and the published baselines' ``scenario`` key for it).
-        config: a config name or file.
-        backend: tf or torch.
-        stop: the stop criteria.
-        env_id: replaces the config's ``env.id`` (the other MinAtar games from the Breakout config).
-        args: more ``spacegraph train`` flags (the executor and its workers).
-        eval_every: env steps between evaluations, i.e. between the rows the stop criteria are checked at.
-        eval_episodes: greedy episodes per evaluation (the target is on training episodes: kept small).
-        target_source: where the target comes from.
-    """
-
-    name: str
-    figure: str
-    config: str
-    backend: str
-    stop: StopCriteria
-    env_id: str | None = None
-    args: tuple[str, ...] = ()
-    eval_every: int = 50_000
-    eval_episodes: int = 1
-    target_source: str = ""
-
-
-def published_target(points: Sequence[dict[str, Any]], frames: int) -> float:
-    """The published return at ``frames``: linear between the points (``x`` in millions of frames).
-
-    Raises:
-        ValueError: when ``frames`` lies outside the published points (no extrapolation).
-    """
-    pts = sorted((float(p["x"]) * 1e6, float(p["y"])) for p in points)
-    if not pts or not pts[0][0] <= frames <= pts[-1][0]:
-        raise ValueError(f"published_target: {frames:,} frames lies outside the published points "
-                         f"({', '.join(f'{x:,.0f}' for x, _ in pts) or 'none'})")
-    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
-        if x0 <= frames <= x1:
-            return y0 if x1 == x0 else y0 + (y1 - y0) * (frames - x0) / (x1 - x0)
-    return pts[-1][1]
-
-
-def reference_runs(published: dict[str, list[Any]] | None = None, frames: int = 5_000_000) -> list[ReferenceRun]:
-    """The reference runs: DQN on the five MinAtar games on both backends, Ape-X (Ray, 2 workers) on them, and
-    IMPALA on Pong (tf-dist, 2 actors: last-100 mean >= 18 within 10M frames and 90 minutes).
-
-    Args:
-        published: `spacegraph.report.baselines.load`'s result (default: the checkout's reports/baselines).
-        frames: the MinAtar frame budget; the target is the published DQN curve at that frame count.
-
-    Raises:
-        ValueError: when a MinAtar game has no published curve, or ``frames`` lies outside it.
-    """
-    if published is None:
-        from spacegraph.report import baselines
-
-        published = baselines.load()
-    runs = []
-    for game in (*MINATAR_TARGETS, *MINATAR_REPORTED):
-        figure = f"learning_long_minatar_{game}"
-        entries = published.get(figure)
-        if not entries:
-            raise ValueError(f"reference_runs: no published curve for {figure} in reports/baselines")
-        target = round(published_target(entries[0].points, frames), 2)
-        stop = StopCriteria(target, frames, seconds=6 * 3600.0)
-        source = f"{entries[0].label} at {frames / 1e6:g}M frames ({entries[0].where})"
-        env_id = f"MinAtar/{MINATAR_TITLES[game]}-v0"
-        for backend in ("torch", "tf"):
-            runs.append(ReferenceRun(f"dqn_minatar_{game}_{backend}", figure, "dqn_minatar_breakout", backend, stop,
-                                     env_id, eval_episodes=5, target_source=source))
-        runs.append(ReferenceRun(f"apex_minatar_{game}", figure, "apex_minatar_breakout", "torch", stop, env_id,
-                                 ("--executor", "ray", "--workers", "2", "--shards", "2"), eval_episodes=5,
-                                 target_source=source))
-    runs.append(ReferenceRun("impala_pong", "learning_long_pong", "impala_pong", "torch",
-                             StopCriteria(18.0, 10_000_000, 90 * 60.0), None, ("--executor", "tf-dist", "--actors", "2"),
-                             eval_every=250_000, target_source="issue 42: RLlib's APPO release test (Pong >= 18 "
-                                                               "within 10M steps), here within 90 minutes too"))
-    return runs
-
-
-def quick_runs() -> list[ReferenceRun]:
-    """The quick report's runs: DQN on CartPole with a tiny budget (tests and ``--quick``)."""
-    stop = StopCriteria(target_return=40.0, frames=4000, seconds=60.0, min_episodes=10)
-    return [ReferenceRun(f"dqn_cartpole_quick_{b}", "learning_long_cartpole", "dqn_cartpole", b, stop,
-                         eval_every=1000, target_source="quick check: above a random policy's ~22")
-            for b in ("torch", "tf")]
 
 
 # ---- the stop criteria on the rows --------------------------------------------------------------------------
@@ -311,28 +191,60 @@ def run_reference(run: ReferenceRun, seed: int, folder: str | Path | None = None
         return record
 
 
+def add_record(result: dict[str, Any], run: ReferenceRun, record: dict[str, Any],
+               path: str | Path | None = None) -> dict[str, Any]:
+    """Adds ``record`` (a run of ``run``) and ``run``'s criteria to ``result``; with ``path``, writes the result
+    there at once (through a temporary file: a crash later keeps every run finished before it)."""
+    result.setdefault("runs", []).append(record)
+    result.setdefault("criteria", {})[run.name] = {**dataclasses.asdict(run.stop), "target_source": run.target_source}
+    if path is not None:
+        tmp = Path(f"{path}.tmp")
+        tmp.write_text(json.dumps(result, indent=1))
+        os.replace(tmp, path)
+    return result
+
+
+def load_result(path: str | Path) -> dict[str, Any]:
+    """The result saved at ``path`` ({} when there is none yet).
+
+    Raises:
+        ValueError: naming the file when it is not a result of this module (a JSON object with a runs list).
+    """
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{path}: cannot read it as a learning_long result ({type(exc).__name__}: {exc})") from None
+    if not isinstance(result, dict) or not isinstance(result.get("runs", []), list):
+        raise ValueError(f"{path}: expected a learning_long result (a JSON object with a 'runs' list)")
+    return result
+
+
 def measure(runs: Sequence[ReferenceRun], seeds: Sequence[int], log: Callable[[str], Any] | None = print,
-            previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Runs every run on every seed, one after another (seed 0 of each run, then seed 1, ...), after the runs of
-    ``previous`` (a result of this function: runs measured in other sessions are kept as they are).
+            result_path: str | Path | None = None) -> dict[str, Any]:
+    """Runs every run on every seed, one after another (seed 0 of each run, then seed 1, ...).
 
     Args:
         runs: the reference runs.
         seeds: their seeds.
         log: called with `run_line` after each run (None: quiet).
-        previous: runs measured before, kept first.
+        result_path: a result file: its runs (measured before, in other sessions) are kept first, and it is
+            rewritten after every run (`add_record`).
 
     Returns:
         ``{"runs": [run_reference's records], "criteria": {name: stop criteria and target source}}``.
     """
     if not seeds:
         raise ValueError("measure: give at least one seed")
-    result = {"runs": list((previous or {}).get("runs", [])), "criteria": dict((previous or {}).get("criteria", {}))}
+    result = load_result(result_path) if result_path is not None else {}
+    result.setdefault("runs", [])
+    result.setdefault("criteria", {})
     for seed in seeds:
         for run in runs:
-            result["criteria"][run.name] = {**dataclasses.asdict(run.stop), "target_source": run.target_source}
             record = run_reference(run, seed)
-            result["runs"].append(record)
+            add_record(result, run, record, result_path)
             if log is not None:
                 log(run_line(record))
     return result
@@ -347,7 +259,8 @@ def run_line(record: dict[str, Any]) -> str:
         return (f"{head}: reached {record['stop']['target_return']:g} at {record['frames_to_target']:,} frames, "
                 f"{record['seconds_to_target']:.0f} s")
     last = record["last"]
-    where = "no point" if last is None else f"{last['return_100']} at {last['frames']:,} frames, {last['seconds']:.0f} s"
+    where = ("no point" if last is None
+             else f"{last['return_100']} at {last['frames']:,} frames, {last['seconds']:.0f} s")
     return f"{head}: not reached ({record['stop_reason']}); stood at {where}"
 
 
@@ -359,8 +272,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", nargs="+", metavar="NAME", help="runs to run (--list names them)")
     parser.add_argument("--seed", nargs="+", type=int, default=[0], help="seeds, one after another (default 0)")
     parser.add_argument("--result", help="the result JSON the runs are added to (created when missing)")
+    parser.add_argument("--minatar-frames", type=int, default=5_000_000, metavar="N",
+                        help="the MinAtar frame budget, 1M to 5M (default 5M): the target is the published curve there")
     args = parser.parse_args(argv)
-    known = {r.name: r for r in (*reference_runs(), *quick_runs())}
+    try:
+        known = {r.name: r for r in (*reference_runs(frames=args.minatar_frames), *quick_runs())}
+    except ValueError as exc:
+        parser.error(f"--minatar-frames {args.minatar_frames}: {exc}")
     if args.list or not args.run:
         for r in known.values():
             print(f"{r.name}: {r.config} ({r.env_id or 'its env'}, {r.backend}{', ' if r.args else ''}"
@@ -369,11 +287,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     unknown = [n for n in args.run if n not in known]
     if unknown or not args.result:
-        parser.error(f"unknown run(s) {', '.join(unknown)} (--list names them)" if unknown else "--result PATH is needed")
-    path = Path(args.result)
-    previous = json.loads(path.read_text()) if path.exists() else None
-    result = measure([known[n] for n in args.run], args.seed, previous=previous)
-    path.write_text(json.dumps(result, indent=1))
+        parser.error(f"unknown run(s) {', '.join(unknown)} (--list names them)" if unknown
+                     else "--result PATH is needed")
+    try:
+        measure([known[n] for n in args.run], args.seed, result_path=args.result)
+    except ValueError as exc:
+        print(f"learning_long: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from spacegraph.report import baselines
-from spacegraph.reports.learning_long import (
-    StopCriteria, outcome, published_target, quick_runs, read_rows, reference_runs, run_line, run_reference,
-    train_command)
+from spacegraph.reports.learning_long import outcome, read_rows, run_line, run_reference, train_command
+from spacegraph.reports.learning_long_runs import StopCriteria, published_target, quick_runs, reference_runs
 
 REPO = Path(__file__).resolve().parents[2]
 STOP = StopCriteria(target_return=10.0, frames=1000, seconds=60.0, min_episodes=5)
@@ -135,7 +134,8 @@ def test_the_report_draws_a_recorded_result_with_targets_outcomes_and_the_publis
     assert "**dqn_minatar_breakout_torch**: 1 of 2 seeds reached the target (2 of 2 required: not met)" in fig.notes[1]
     target = next(s for s in fig.series if s.label == "target of dqn_minatar_breakout_torch")
     assert target.x == [0, 5.0] and target.y == [10.0, 10.0]
-    curve = next(s for s in fig.series if s.label == "dqn_minatar_breakout_torch seed 0" and s.panel == fig.panels[1].title)
+    curve = next(s for s in fig.series
+                 if s.label == "dqn_minatar_breakout_torch seed 0" and s.panel == fig.panels[1].title)
     assert curve.x == [25.0, 50.0] and curve.y == [8.1, 10.4]
     assert fig.meta["revision"] == "abc123def456789" and fig.headline == "1 of 3 runs reached their target"
     paths = writers.write(report, tmp_path / "out")
@@ -154,7 +154,8 @@ def test_plain(): pass
 '''
 
 
-@pytest.mark.parametrize("expression, selected", [(None, ["test_plain"]), ("learning or distributed", ["test_learning"]),
+@pytest.mark.parametrize("expression, selected", [(None, ["test_plain"]),
+                                                  ("learning or distributed", ["test_learning"]),
                                                   ("learning-long", ["test_long"]), ("learning", ["test_learning"])])
 def test_learning_long_runs_only_when_the_expression_names_it(tmp_path, expression, selected):
     (tmp_path / "conftest.py").write_text((REPO / "suites" / "conftest.py").read_text())

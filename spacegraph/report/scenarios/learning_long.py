@@ -103,7 +103,8 @@ def figures(result: dict[str, Any]) -> list[Figure]:
 
 
 def run(ctx: Context) -> list[Figure]:
-    from spacegraph.reports.learning_long import measure, quick_runs, reference_runs
+    from spacegraph.reports.learning_long import measure
+    from spacegraph.reports.learning_long_runs import quick_runs, reference_runs
 
     runs = quick_runs() if ctx.quick else reference_runs()
     return figures(measure(runs, seeds=tuple(range(ctx.seeds)), log=ctx.progress.step))

@@ -56,6 +56,24 @@ def window(measure: Any, seconds: float) -> dict[str, float]:
             "cpu_utilisation": (busy1 - busy0) / max(total1 - total0, 1e-9), "load_1min": os.getloadavg()[0]}
 
 
+def tree_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) so far of this process (``learner``) and of its child processes together
+    (``others``: the actors, the learner task's TF server); empty without psutil (the ``test`` extra)."""
+    try:
+        import psutil
+    except ImportError:
+        return {}
+
+    me = psutil.Process()
+    out = {"learner": sum(me.cpu_times()[:2]), "others": 0.0}
+    for child in me.children(recursive=True):
+        try:
+            out["others"] += sum(child.cpu_times()[:2])
+        except psutil.Error:
+            continue
+    return out
+
+
 # ---- sides (each runs in a child process) -----------------------------------------------------------------
 def side_raw(env: str, actors: int, seconds: float) -> dict[str, Any]:
     from reference_agents.agents import load_config
@@ -94,15 +112,30 @@ def executor_factory(kind: str, actors: int) -> Any:
     return lambda r, e, w: TFActorLearnerExecutor(actors, actor_learner_queues(r, e, actors), w, env=THREADS)
 
 
+def merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes`` merged in, section by section (nested dicts merge, other values replace)."""
+    out = dict(base)
+    for key, value in changes.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
 def side_ours(env: str, actors: int, seconds: float, executor: str = "tf-dist",
-              backend: str = "torch") -> dict[str, Any]:
-    """Ours: the learner on ``backend`` (its actors too) with ``actors`` actor processes on ``executor``."""
-    from reference_agents.agents import build_agent
+              backend: str = "torch", variant: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Ours: the learner on ``backend`` (its actors too) with ``actors`` actor processes on ``executor``.
+
+    ``variant`` (see `spacegraph.reports.impala_ab`) may change the config (``"config"``: sections merged into
+    the env's config) and the learner's and actors' backends (``"backend"``, ``"actor_backend"``).
+    """
+    from reference_agents.agents import build_agent, load_config
     from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 
-    agent = build_agent(ENVS[env][0], backend=backend)
+    variant = variant or {}
+    config, _ = load_config(ENVS[env][0])
+    agent = build_agent(merged(config.model_dump(by_alias=True), variant.get("config", {})),
+                        backend=variant.get("backend", backend))
     start = time.perf_counter()
-    worker = ActorLearnerWorker(agent, executor_factory(executor, actors))
+    worker = ActorLearnerWorker(agent, executor_factory(executor, actors), actor_backend=variant.get("actor_backend"))
     try:
         per_batch = agent.config.rollout.length * agent.config.env.num_envs * agent.config.rollout.batch_size
         deadline = time.monotonic() + 120
@@ -110,13 +143,20 @@ def side_ours(env: str, actors: int, seconds: float, executor: str = "tf-dist",
             worker.run(num_steps=per_batch)
         startup = time.perf_counter() - start
 
+        cpu: dict[str, float] = {}
+
         def measure(limit: float) -> float:
-            first, end = worker.total_frames, time.perf_counter() + limit
+            first, end, before = worker.total_frames, time.perf_counter() + limit, tree_cpu()
+            updates = worker.total_updates
             while time.perf_counter() < end:
                 worker.run(num_steps=per_batch)
+            after = tree_cpu()
+            cpu.update({k: after[k] - before.get(k, 0.0) for k in after}, updates=worker.total_updates - updates)
             return worker.total_frames - first
 
         out = window(measure, seconds)
+        out["window_updates"] = cpu.pop("updates")
+        out["cpu_s"] = cpu   # CPU seconds over the window: the learner, the other processes
         out["updates"] = worker.total_updates
         out["startup_s"] = startup   # from starting the executor until every actor had delivered a rollout
         return out
@@ -301,12 +341,17 @@ SIDES = {"raw": side_raw, "ours": side_ours, "ours_ray": side_ours_ray, "ours_tf
          "curve_rllib": side_curve_rllib}
 
 
-def run_side(side: str, env: str, actors: int, seconds: float, timeout: float) -> dict[str, Any]:
-    """One side in a fresh child process; its result, or ``{"error": ...}``."""
+def run_side(side: str, env: str, actors: int, seconds: float, timeout: float,
+             variant: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One side in a fresh child process; its result, or ``{"error": ...}``. ``variant``: for ``ours`` (see
+    `side_ours`), with ``"env"``: environment variables of the child (and so of its actor processes)."""
     cmd = [sys.executable, "-m", "spacegraph.reports.impala_throughput", "--child", side, "--envs", env,
            "--actors", str(actors), "--seconds", str(seconds)]
+    if variant:
+        cmd += ["--variant", json.dumps(variant)]
+    child_env = {**os.environ, **THREADS, **(variant or {}).get("env", {})}
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **THREADS})
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=child_env)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
@@ -365,8 +410,10 @@ def child_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--envs", required=True)
     parser.add_argument("--actors", type=int, required=True)
     parser.add_argument("--seconds", type=float, required=True)
+    parser.add_argument("--variant", type=json.loads, default=None, help="JSON: side_ours's variant")
     args = parser.parse_args(argv)
-    print(json.dumps(SIDES[args.child](args.envs, args.actors, args.seconds)))
+    extra = {"variant": args.variant} if args.variant else {}
+    print(json.dumps(SIDES[args.child](args.envs, args.actors, args.seconds, **extra)))
 
 
 if __name__ == "__main__":

@@ -207,3 +207,26 @@ def test_rollout_spec_matches_the_agents_rollouts():
     spec = rollout_spec(agent)
     assert spec["rollout_states"] == ("float32", (9, 4, 4)) and spec["initial_h"] == ("float32", (4, 4))
     assert spec["resets"] == ("bool", (9, 4)) and spec["tag"] == ("int64", ())
+
+
+class RecordsActorBackend(ThreadActorLearnerExecutor):
+    """The thread executor, noting the backend its actors were started with."""
+
+    def start_actors(self, body, *args):
+        self.actor_args = args
+        super().start_actors(body, *args)
+
+
+@pytest.mark.parametrize("override", [None, "tf"])
+def test_a_tensorflow_learner_feeds_actors_on_the_configs_actor_backend(override):
+    agent = IMPALAAgent(config(backend="tf", actor_backend="torch"), seed=1)
+    worker = ActorLearnerWorker(agent, lambda r, e, w: RecordsActorBackend(
+        2, {"rollouts": (r, 8), "episodes": (e, 10_000)}, w), actor_backend=override)
+    try:
+        before = agent.get_weights()
+        worker.run(num_steps=200)
+        assert worker.executor.actor_args[1] == (override or "torch") and agent.backend == "tf"
+        assert worker.total_updates > 0 and sum(worker.received.values()) * 8 * 4 == worker.total_steps
+        assert any(not np.array_equal(before[k], v) for k, v in agent.get_weights().items())
+    finally:
+        worker.close()

@@ -123,6 +123,9 @@ class ActorLearnerWorker:
             hold no policy).
         stream: where actor failures are reported (default ``sys.stderr``).
         staged: batches the staging thread takes ahead of the one training.
+        actor_backend: the backend the actors act on (default: the config's ``actor_backend``, else the
+            learner agent's): policy weights are the same arrays on either backend, so a TensorFlow learner
+            can feed PyTorch actors.
     """
 
     # The learner's agent observes nothing (its actors do), so its step counter does not follow this worker's:
@@ -131,8 +134,9 @@ class ActorLearnerWorker:
     explore = True
 
     def __init__(self, agent: Any, executor_factory: Callable[..., Any], publish_every: int = 1,
-                 stream: TextIO | None = None, staged: int = 1) -> None:
+                 stream: TextIO | None = None, staged: int = 1, actor_backend: str | None = None) -> None:
         self.agent = agent
+        self.actor_backend = actor_backend or agent.config.actor_backend or agent.backend
         self.env_id = agent.config.env.id
         self.num_envs = agent.config.env.num_envs
         self.seed = agent.seed
@@ -171,7 +175,7 @@ class ActorLearnerWorker:
     def start(self) -> None:
         """Starts the actors and the staging thread (`run` does it on its first call)."""
         cfg = acting_config(self.agent.config.model_dump(by_alias=True))  # the update's replicas: the learner's
-        self.executor.start_actors(impala_actor, cfg, self.agent.backend, self.agent.seed)
+        self.executor.start_actors(impala_actor, cfg, self.actor_backend, self.agent.seed)
         self._stager = threading.Thread(target=self._stage, name="staging", daemon=True)
         self._stager.start()
 

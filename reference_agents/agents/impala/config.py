@@ -68,6 +68,9 @@ class IMPALAConfig(Section):
 
     agent: Literal["impala"] = "impala"
     backend: Literal["tf", "torch"] = "tf"
+    actor_backend: Literal["tf", "torch"] | None = Field(
+        None, description="the backend of distributed actors (tf-dist, ray; default: backend's); weights are the "
+                          "same arrays on either, so a TensorFlow learner can feed PyTorch actors")
     seed: int = 0
     env: EnvConfig
     network: IMPALANetworkConfig

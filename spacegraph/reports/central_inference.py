@@ -13,7 +13,8 @@ batch in environments. Networks: ``mlp`` (CartPole, 2x64), ``mlp+lstm`` (and an 
 ``mlp-1m`` (CartPole, 4x512 dense, ~0.8M parameters), ``resnet`` (Pong, IMPALA's deep ResNet,
 `impala_resnet_layers`, 1.09M), ``resnet+lstm`` (and an LSTM of 256), ``nature`` (Pong, the Nature
 CNN, 1.7M) and ``nature+lstm`` (and an LSTM of 256). Transports: ``threads`` (actors as threads of the
-learner's process: any machine, GIL-bound) or ``tf-dist`` (actor processes, TF servers on 127.0.0.1).
+learner's process: any machine, GIL-bound), ``tf-dist`` (actor processes, TF servers on 127.0.0.1) or
+``grpc`` (actor processes on the learner's gRPC stream, as ``spacegraph train --executor seed`` runs them).
 Each point runs in its own process (`run_child`); `measure_all` runs them all. The figure is the
 ``central_inference`` scenario of ``spacegraph report``.
 
@@ -50,6 +51,7 @@ NETWORKS = {
     "nature+lstm": ("impala_pong", {"network": {"layers": "nature", "lstm_units": 256}}),
 }
 MODES = ("actor-learner", "central")
+TRANSPORTS = ("threads", "tf-dist", "grpc")
 #: What `measure` also takes: central inference with one lock for inference and updates (`ab`'s baseline).
 LOCKED = "central-locked"
 
@@ -71,6 +73,10 @@ def _executor(transport: str, actors: int, queues: dict, weights: dict) -> Any:
         from harness.execution.tf_dist import TFActorLearnerExecutor
 
         return TFActorLearnerExecutor(actors, queues, weights)
+    if transport == "grpc":
+        from harness.execution.grpc_stream import GrpcActorLearnerExecutor
+
+        return GrpcActorLearnerExecutor(actors, queues, weights)
     from harness.execution.transport import ThreadActorLearnerExecutor
 
     return ThreadActorLearnerExecutor(actors, queues, weights)
@@ -146,7 +152,7 @@ def measure_all(networks: list[str] | tuple[str, ...] = tuple(NETWORKS),
     """Both modes for every network and actor count, each point in a fresh process (`run_child`).
 
     Args:
-        transport: ``threads`` or ``tf-dist`` (actor processes).
+        transport: one of `TRANSPORTS` (``tf-dist`` and ``grpc``: actor processes).
         device: the learner's device (``cuda:0`` on a GPU machine; None: the CPU).
         log: called with a line per point.
 
@@ -154,9 +160,9 @@ def measure_all(networks: list[str] | tuple[str, ...] = tuple(NETWORKS),
         ValueError: naming the argument for an unknown network or transport.
     """
     bad = [n for n in networks if n not in NETWORKS]
-    if bad or transport not in ("threads", "tf-dist"):
+    if bad or transport not in TRANSPORTS:
         raise ValueError(f"central_inference.measure_all: networks must be among {', '.join(NETWORKS)} and "
-                         f"transport threads or tf-dist; got {bad or list(networks)}, {transport!r}")
+                         f"transport one of {', '.join(TRANSPORTS)}; got {bad or list(networks)}, {transport!r}")
     from harness.measure.host import describe, facts
     from harness.measure.machine import git_revision
 
@@ -185,7 +191,7 @@ def ab(network: str, actors: int, rounds: int = 3, seconds: float = 8.0, transpo
 
     Args:
         network: one of `NETWORKS`.
-        actors: actors (threads or processes, by ``transport``).
+        actors: actors (threads or processes, by ``transport``: one of `TRANSPORTS`).
         rounds: rounds of the pair.
         seconds: each point's window after every actor delivered.
         log: called with a line per point.
@@ -197,9 +203,9 @@ def ab(network: str, actors: int, rounds: int = 3, seconds: float = 8.0, transpo
     Raises:
         ValueError: naming the argument for an unknown network or transport, or rounds below 1.
     """
-    if network not in NETWORKS or transport not in ("threads", "tf-dist") or rounds < 1:
-        raise ValueError(f"central_inference.ab: network must be one of {', '.join(NETWORKS)}, transport threads or "
-                         f"tf-dist and rounds at least 1; got {network!r}, {transport!r}, {rounds}")
+    if network not in NETWORKS or transport not in TRANSPORTS or rounds < 1:
+        raise ValueError(f"central_inference.ab: network must be one of {', '.join(NETWORKS)}, transport one of "
+                         f"{', '.join(TRANSPORTS)} and rounds at least 1; got {network!r}, {transport!r}, {rounds}")
     points: dict[str, list[dict[str, Any]]] = {LOCKED: [], "central": []}
     ratios = []
     for r in range(rounds):
@@ -228,7 +234,7 @@ def child_main(argv: list[str] | None = None) -> None:
                       help="rounds of central-locked then central, each point in a fresh process")
     parser.add_argument("--seconds", type=float, default=8.0, help="each point's window (default 8)")
     parser.add_argument("--rounds", type=int, default=3, help="--ab: rounds (default 3)")
-    parser.add_argument("--transport", choices=["threads", "tf-dist"], default="threads")
+    parser.add_argument("--transport", choices=TRANSPORTS, default="threads")
     parser.add_argument("--device", default=None)
     args = parser.parse_args(argv)
     if args.ab:

@@ -46,14 +46,14 @@ def test_a_failing_child_is_an_error_of_its_point():
 
 
 @pytest.mark.parametrize("kwargs, message", [({"networks": ["transformer"]}, "networks must be among mlp"),
-                                             ({"transport": "mpi"}, "transport threads or tf-dist")])
+                                             ({"transport": "mpi"}, "transport one of threads, tf-dist, grpc")])
 def test_bad_settings_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         measure_all(**kwargs)
 
 
 @pytest.mark.parametrize("kwargs, message", [({"network": "transformer"}, "network must be one of mlp"),
-                                             ({"transport": "mpi"}, "transport threads or tf-dist"),
+                                             ({"transport": "mpi"}, "transport one of threads, tf-dist, grpc"),
                                              ({"rounds": 0}, "rounds at least 1; got 'mlp', 'threads', 0")])
 def test_bad_ab_settings_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):

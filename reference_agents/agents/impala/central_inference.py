@@ -10,7 +10,7 @@ Actors are independent of one another: a batch never waits for a particular acto
 disconnects is simply absent from the next batches; when it comes back (a new incarnation, first request
 flagged) its environments start afresh on the learner too.
 
-Inference and learning overlap: they share no lock and no variable. The inference thread acts with an
+Inference and learning overlap: no lock is held around either's work. The inference thread acts with an
 inference copy of the policy (a second agent built from the learner's config, with a local strategy),
 which only that thread touches. After every update the learning loop publishes a weight version: a
 NumPy copy of the learner's policy weights taken between updates, handed over as one ``(version, weights)``
@@ -19,7 +19,9 @@ older one, so a batch always acts with one complete version (never a mix of two)
 runs. Every step records the version that acted (a rollout's ``policy_versions``, ``[T]``), its
 behaviour logits are that version's, and V-trace corrects for the difference as in IMPALA's
 actor-learner mode; `CentralInferenceWorker.policy_lag` counts the rollouts learned at each lag (updates
-between the learner's version and the rollout's oldest acting version).
+between the learner's version and the rollout's oldest acting version). Acting runs at most ``max_waiting``
+finished rollouts ahead of learning: at that many the inference thread holds back until the learner takes a
+batch. ``overlap=False`` keeps the former scheme (no copy: one lock for inference and updates).
 
 The queues (``requests`` and one ``actions-<i>`` per actor) come from any actor-learner executor
 (in-process threads, distributed TF, Ray).

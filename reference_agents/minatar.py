@@ -54,6 +54,13 @@ class UInt8Observations(gymnasium.ObservationWrapper):
         super().__init__(env)
         self.observation_space = gymnasium.spaces.Box(0, 1, env.observation_space.shape, np.uint8)
 
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        """Resets the game; a seed of 2**32 or more (Ape-X workers derive such seeds; the package takes 32 bits) is
+        first mapped into it by `numpy.random.SeedSequence`."""
+        if seed is not None and seed >= 2 ** 32:
+            seed = int(np.random.SeedSequence(seed).generate_state(1)[0])
+        return super().reset(seed=seed, options=options)
+
     def observation(self, observation: Any) -> np.ndarray:
         """The observation as uint8 0/1."""
         return np.asarray(observation, np.uint8)

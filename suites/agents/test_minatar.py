@@ -60,6 +60,9 @@ def test_the_same_seed_replays_the_same_game():
 
     np.testing.assert_array_equal(play(5), play(5))
     assert not np.array_equal(play(5), play(6))
+    # seeds past the package's 32 bits (Ape-X workers derive such seeds) are mapped into them, still distinct
+    np.testing.assert_array_equal(play(2 ** 40), play(2 ** 40))
+    assert not np.array_equal(play(2 ** 40), play(2 ** 40 + 1))
 
 
 def small_config(game: str, name: str = "dqn_minatar_breakout") -> dict:
@@ -118,3 +121,21 @@ def test_without_the_extra_a_minatar_id_says_how_to_install_it(monkeypatch):
         make_env("MinAtar/Breakout-v0")
     with pytest.raises(ValueError, match=r"game must be one of .*'breakout'.*got 'pong'"):
         minatar.make_minatar("pong")
+
+
+@needs_minatar
+def test_the_apex_config_acts_and_learns_on_minatar_with_local_workers():
+    from reference_agents.agents.apex import ApexDriver, load_apex_config
+    from reference_agents.training.apex import make_actor_executor
+
+    cfg = small_config("Breakout", "apex_minatar_breakout")
+    cfg["memory"]["capacity"] = 1000
+    config, _ = load_apex_config(cfg)
+    driver = ApexDriver(config, make_actor_executor("local"))
+    try:
+        driver.run(num_steps=300)
+        ledger = driver.ledger()
+    finally:
+        driver.close()
+    assert driver.worker_failures == [] and driver.shard_failures == []
+    assert ledger["produced"] > 0 and ledger["learned"] > 0

@@ -96,7 +96,7 @@ def test_a_run_stops_at_its_target_with_ctrl_c_and_records_where(tmp_path):
 
 def recorded_result():
     """Two seeds of a reached / not-reached run and a failed one, as `measure` records them."""
-    measured = {"date": "2026-11-29T17:00:00+00:00", "commit": "abc123def456789", "machine": "vm", "cpus": 2}
+    measured = {"date": "2026-11-29T17:00:00+00:00", "commit": "abc123def456789+dirty", "machine": "vm", "cpus": 2}
     stop = dataclasses.asdict(StopCriteria(10.0, 5_000_000, 21600.0))
     base = {"figure": "learning_long_minatar_breakout", "stop": stop, "measured": measured, "error": None,
             "target_source": "Young & Tian 2019 DQN at 5M frames"}
@@ -131,13 +131,14 @@ def test_the_report_draws_a_recorded_result_with_targets_outcomes_and_the_publis
     assert rows[("dqn_minatar_breakout_torch", 1)][5] == ("not reached (frames): stood at 9.1 after 5,000,000 "
                                                           "frames, 200.0 min")
     assert rows[("apex_minatar_breakout", 0)][5] == "failed: exited with status 1 before its first point"
+    assert rows[("apex_minatar_breakout", 0)][9] == "2026-11-29T17:00:00+00:00, abc123def456+dirty, vm (2 CPUs)"
     assert "**dqn_minatar_breakout_torch**: 1 of 2 seeds reached the target (2 of 2 required: not met)" in fig.notes[1]
     target = next(s for s in fig.series if s.label == "target of dqn_minatar_breakout_torch")
     assert target.x == [0, 5.0] and target.y == [10.0, 10.0]
     curve = next(s for s in fig.series
                  if s.label == "dqn_minatar_breakout_torch seed 0" and s.panel == fig.panels[1].title)
     assert curve.x == [25.0, 50.0] and curve.y == [8.1, 10.4]
-    assert fig.meta["revision"] == "abc123def456789" and fig.headline == "1 of 3 runs reached their target"
+    assert fig.meta["revision"] == "abc123def456789+dirty" and fig.headline == "1 of 3 runs reached their target"
     paths = writers.write(report, tmp_path / "out")
     assert "frames to target" in paths["md"].read_text()
 

@@ -25,6 +25,11 @@ def _minutes(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 60:.1f} min"
 
 
+def short_commit(commit: str) -> str:
+    """The commit's first 12 characters, keeping ``+dirty`` (tracked files differed from it)."""
+    return commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
+
+
 def outcome_cell(run: dict[str, Any]) -> str:
     """``reached`` or ``not reached (why): stood at R at F frames``, or the failure."""
     if run.get("error"):
@@ -68,7 +73,7 @@ def figure(name: str, runs: list[dict[str, Any]], criteria: dict[str, Any], resu
         rows.append([r["name"], r["seed"], stop["target_return"], f"{stop['frames']:,}", _minutes(stop["seconds"]),
                      outcome_cell(r), "-" if r.get("frames_to_target") is None else f"{r['frames_to_target']:,}",
                      _minutes(r.get("seconds_to_target")), r.get("best_return_100"),
-                     f"{m['date']}, {m['commit'][:12]}, {m['machine']} ({m['cpus']} CPUs)"])
+                     f"{m['date']}, {short_commit(m['commit'])}, {m['machine']} ({m['cpus']} CPUs)"])
     for n in names:
         crit = criteria.get(n) or next(r["stop"] for r in runs if r["name"] == n)
         budget = [0, crit["frames"] / 1e6]

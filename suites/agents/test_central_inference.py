@@ -252,6 +252,13 @@ def test_inference_holds_back_while_max_waiting_rollouts_wait_for_the_learner():
     assert all(cap <= waiting <= cap + actors - 1 for _, waiting in seen), seen
 
 
+@pytest.mark.parametrize("max_waiting", [1, 0, -3])
+def test_a_max_waiting_below_a_batch_is_refused_by_name(max_waiting):
+    with pytest.raises(ValueError, match=rf"max_waiting must be at least rollout.batch_size \(2\), or the learner "
+                                         rf"waits for a batch that inference holds back; got {max_waiting}"):
+        make(max_waiting=max_waiting)
+
+
 @pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "locked"])
 def test_learning_publishes_each_update_and_inference_acts_with_the_newest(overlap):
     """Real updates: every rollout learned has its lag counted, and the inference copy holds the learner's

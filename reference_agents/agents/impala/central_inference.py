@@ -195,13 +195,21 @@ class CentralInferenceWorker(ActorLearnerWorker):
         overlap: False: no inference copy (no second policy in memory); inference acts with the learner's own
             policy under one lock with the updates, so every update stalls every actor (as before the two
             overlapped; `spacegraph.reports.central_inference` measures one against the other).
+
+    Raises:
+        ValueError: for a ``max_waiting`` below ``rollout.batch_size`` (the learner would wait for a batch
+            that inference holds back).
     """
 
     def __init__(self, agent: Any, executor_factory: Callable[..., Any], actors: int, max_batch: int | None = None,
                  timeout_ms: float = 2.0, max_waiting: int | None = None, overlap: bool = True,
                  **kwargs: Any) -> None:
         self.actors, self.max_batch = int(actors), int(max_batch or actors)
-        self.max_waiting = int(max_waiting or 2 * agent.config.rollout.batch_size)
+        k = agent.config.rollout.batch_size
+        self.max_waiting = int(2 * k if max_waiting is None else max_waiting)
+        if self.max_waiting < k:
+            raise ValueError(f"CentralInferenceWorker: max_waiting must be at least rollout.batch_size ({k}), or the "
+                             f"learner waits for a batch that inference holds back; got {max_waiting!r}")
         self.held_back = 0  # times the inference thread waited for the learner to take rollouts
         self._room = threading.Condition()  # the learner took rollouts (a signal only: held by neither's work)
         self.timeout = float(timeout_ms) / 1000.0

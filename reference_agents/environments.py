@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import warnings
 from typing import Any
 
 import numpy as np
@@ -166,7 +167,10 @@ def make_env(env_id: str, atari: bool = False, **kwargs: Any) -> Any:
             raise ValueError(f"make_env: atari=True needs an ALE environment; {env_id!r} is made by {entry}")
         kwargs.setdefault("obs_type", "grayscale")
     try:
-        env = gymnasium.make(env_id, **kwargs)
+        with warnings.catch_warnings():
+            # gymnasium calls MinAtar/<Game>-v0 (all 6 actions: the published results') out of date beside -v1
+            warnings.filterwarnings("ignore", r".*MinAtar/\S+-v0 is out of date", DeprecationWarning)
+            env = gymnasium.make(env_id, **kwargs)
     except TypeError as exc:
         raise ValueError(f"make_env: environment {env_id!r} rejected the keyword arguments "
                          f"{sorted(kwargs)}: {exc}") from exc

@@ -17,8 +17,10 @@ def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "--from-json draws a committed run again without measuring; --headline writes the headline "
                     "figures table from the committed runs.")
     p.add_argument("--quick", action="store_true",
-                   help="small budgets: about 20 minutes on 2 cores for all scenarios (the full run takes hours: "
-                        "IMPALA learning on Pong alone is 2 x 120 minutes; pick scenarios with --only)")
+                   help="small budgets: about 20 minutes on 2 cores for all scenarios, and about a minute per "
+                        "learning_long run (CartPole, 2 per seed) (the full run takes hours: IMPALA learning on Pong "
+                        "alone is 2 x 120 minutes, the learning_long reference runs hours each; pick scenarios with "
+                        "--only)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these scenarios (--list names them)")
     p.add_argument("--seeds", type=int, default=2, help="seeds of the learning curves (default 2)")
     p.add_argument("--out", help="output folder (default reports/history/<date>-<short rev>/; the latest run of a "

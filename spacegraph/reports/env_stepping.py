@@ -116,12 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     base = statistics.median(r["frames_per_cpu_s"] for r in runs[chosen[0]])
     print(f"{PONG['id']}, {args.num_envs} envs, {args.steps} steps x {args.repeats} interleaved rounds; "
           f"frames per CPU-second (this process, threads included)")
+    envpool = statistics.median(r["frames_per_cpu_s"] for r in runs["envpool"]) if "envpool" in runs else None
     for v, rs in runs.items():
         per_cpu = [r["frames_per_cpu_s"] for r in rs]
         med = statistics.median(per_cpu)
+        of_envpool = f", x{med / envpool:.2f} of envpool" if envpool and v != "envpool" else ""
         print(f"  {v:8s} median {med:9,.0f}  runs {', '.join(f'{x:,.0f}' for x in per_cpu)}  "
-              f"x{med / base:.2f} of {chosen[0]}  (wall median {statistics.median(r['frames_per_s'] for r in rs):,.0f}"
-              f" frames/s)")
+              f"x{med / base:.2f} of {chosen[0]}{of_envpool}  (wall median "
+              f"{statistics.median(r['frames_per_s'] for r in rs):,.0f} frames/s)")
     return 0
 
 

@@ -37,6 +37,10 @@ N, STEPS = 3, 500
 SHORT = {"atari": True, "max_num_frames_per_episode": 1600}
 
 
+class _EnvOnly(Section):   # a config of the env section alone, checked as an agent config's
+    env: EnvConfig
+
+
 def play(vectorizer: str, steps: int = STEPS, seed: int = 5, **kwargs) -> dict[str, np.ndarray]:
     """Plays a fixed random action script on ``N`` Pong environments; returns every step's outputs."""
     envs = make_vector_env(PONG, N, dict(SHORT, vectorizer=vectorizer, **kwargs))
@@ -201,5 +205,13 @@ def test_measure_env_stepping_counts_every_frame(vectorizer):
         measure_env_stepping({"id": PONG, "atari": True}, num_envs=2, steps=0)
 
 
-class _EnvOnly(Section):   # a config of the env section alone, checked as an agent config's
-    env: EnvConfig
+def test_central_inference_actors_get_the_vectorizer():
+    """A central-inference actor's ``env`` (as the learner sends it, checked by `check_env_actor_args`) keeps
+    ``vectorizer`` on its way to `make_vector_env`."""
+    from reference_agents.agents.impala.central_inference import check_env_actor_args
+    from reference_agents.workers.native_envs import env_kwargs_of
+
+    env, seed = check_env_actor_args([{"id": PONG, "num_envs": 2, "kwargs": {}, "atari": True,
+                                       "vectorizer": "ale"}, 4])
+    assert seed == 4 and env_kwargs_of(env) == {"atari": True, "vectorizer": "ale"}
+    assert env_kwargs_of({"id": PONG, "atari": True, "vectorizer": "python"}) == {"atari": True}

@@ -10,7 +10,8 @@ from reference_agents.agents.impala.central_inference import REMOTE_BODIES, chec
 
 def test_a_valid_env_section_and_seed_pass_with_the_config_defaults():
     env, seed = check_env_actor_args([{"id": "CartPole-v1", "num_envs": 2}, 3])
-    assert env == {"id": "CartPole-v1", "num_envs": 2, "kwargs": {}, "atari": False} and seed == 3
+    assert env == {"id": "CartPole-v1", "num_envs": 2, "kwargs": {}, "atari": False, "vectorizer": "python"}
+    assert seed == 3
     assert REMOTE_BODIES["central-inference"].run is env_actor
 
 

@@ -124,18 +124,21 @@ def side_ours(env: str, actors: int, seconds: float, executor: str = "tf-dist",
               backend: str = "torch", variant: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ours: the learner on ``backend`` (its actors too) with ``actors`` actor processes on ``executor``.
 
-    ``variant`` (see `spacegraph.reports.impala_ab`) may change the config (``"config"``: sections merged into
-    the env's config) and the learner's and actors' backends (``"backend"``, ``"actor_backend"``).
+    With a ``variant`` (see `spacegraph.reports.impala_ab`) the config decides instead, as `spacegraph train`
+    runs it, but for what the variant changes: config sections (``"config"``, merged into the env's config)
+    and the learner's and actors' backends (``"backend"``, ``"actor_backend"``).
     """
     from reference_agents.agents import build_agent, load_config
     from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
 
-    variant = variant or {}
+    if variant is None:
+        learner, acting, changes = backend, backend, {}
+    else:
+        learner, acting, changes = variant.get("backend"), variant.get("actor_backend"), variant.get("config", {})
     config, _ = load_config(ENVS[env][0])
-    agent = build_agent(merged(config.model_dump(by_alias=True), variant.get("config", {})),
-                        backend=variant.get("backend", backend))
+    agent = build_agent(merged(config.model_dump(by_alias=True), changes), backend=learner)
     start = time.perf_counter()
-    worker = ActorLearnerWorker(agent, executor_factory(executor, actors), actor_backend=variant.get("actor_backend"))
+    worker = ActorLearnerWorker(agent, executor_factory(executor, actors), actor_backend=acting)
     try:
         per_batch = agent.config.rollout.length * agent.config.env.num_envs * agent.config.rollout.batch_size
         deadline = time.monotonic() + 120

@@ -215,3 +215,26 @@ def test_central_inference_actors_get_the_vectorizer():
                                        "vectorizer": "ale"}, 4])
     assert seed == 4 and env_kwargs_of(env) == {"atari": True, "vectorizer": "ale"}
     assert env_kwargs_of({"id": PONG, "atari": True, "vectorizer": "python"}) == {"atari": True}
+
+
+@needs_ale
+def test_central_inference_actor_steps_the_native_env(monkeypatch):
+    """`env_actor` (a central-inference actor's body) makes its environments with `make_vector_env` from its
+    ``env`` section, vectorizer included: its first request carries the native env's first observation."""
+    from harness.execution.transport import QueueClosed
+    from reference_agents.agents.impala import central_inference
+
+    made, sent = [], []
+    real = central_inference.make_vector_env
+    monkeypatch.setattr(central_inference, "make_vector_env", lambda *a: made.append(a) or real(*a))
+
+    class Requests:
+        def put(self, record):
+            sent.append(record)
+            raise QueueClosed("the learner stopped")
+
+    transport = SimpleNamespace(queues={"requests": Requests(), "actions-0": None})
+    central_inference.env_actor(transport, 0, 0, {"id": PONG, "num_envs": 2, "kwargs": {}, "atari": True,
+                                                  "vectorizer": "ale"}, 7)
+    assert made == [(PONG, 2, {"atari": True, "vectorizer": "ale"})]
+    assert sent[0]["obs"].shape == (2, 84, 84, 4) and sent[0]["obs"].dtype == np.uint8

@@ -43,7 +43,8 @@ from harness.seeds import derive_seed
 from reference_agents.agents.base import acting_config
 from reference_agents.agents.impala.rollouts import RolloutBuilder
 from reference_agents.agents.impala.actor_learner import ActorLearnerWorker
-from reference_agents.workers import Episode, VectorEnv
+from reference_agents.workers import Episode
+from reference_agents.workers.native_envs import env_kwargs_of, make_vector_env
 
 
 def request_spec(agent: Any) -> RecordSpec:
@@ -69,9 +70,9 @@ def central_queues(agent: Any, actors: int) -> dict[str, tuple[RecordSpec, int]]
 
 
 def env_actor(transport: Any, index: int, incarnation: int, env: dict[str, Any], seed: int) -> None:
-    """An actor's body: step ``env`` (``{id, num_envs, kwargs, atari}``) with the actions the learner sends."""
-    kwargs = dict(env.get("kwargs") or {}, **({"atari": True} if env.get("atari") else {}))
-    envs = VectorEnv(env["id"], env["num_envs"], kwargs or None)
+    """An actor's body: step ``env`` (``{id, num_envs, kwargs, atari, vectorizer}``) with the actions the learner
+    sends."""
+    envs = make_vector_env(env["id"], env["num_envs"], env_kwargs_of(env) or None)
     requests, answers = transport.queues["requests"], transport.queues[f"actions-{index}"]
     n = envs.num_envs
     act_on = envs.reset(seed=derive_seed(seed, "actor", index, incarnation))
@@ -258,7 +259,7 @@ class CentralInferenceWorker(ActorLearnerWorker):
         self.publish()
         env = self.agent.config.env
         self.executor.start_actors(env_actor, {"id": env.id, "num_envs": env.num_envs, "kwargs": env.kwargs,
-                                               "atari": env.atari}, self.agent.seed)
+                                               "atari": env.atari, "vectorizer": env.vectorizer}, self.agent.seed)
         self._stager = threading.Thread(target=self._serve, name="inference", daemon=True)
         self._stager.start()
 

@@ -350,7 +350,7 @@ def run_side(side: str, env: str, actors: int, seconds: float, timeout: float,
     `side_ours`), with ``"env"``: environment variables of the child (and so of its actor processes)."""
     cmd = [sys.executable, "-m", "spacegraph.reports.impala_throughput", "--child", side, "--envs", env,
            "--actors", str(actors), "--seconds", str(seconds)]
-    if variant:
+    if variant is not None:   # ({} too: the config as it is)
         cmd += ["--variant", json.dumps(variant)]
     child_env = {**os.environ, **THREADS, **(variant or {}).get("env", {})}
     try:
@@ -415,7 +415,7 @@ def child_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, required=True)
     parser.add_argument("--variant", type=json.loads, default=None, help="JSON: side_ours's variant")
     args = parser.parse_args(argv)
-    extra = {"variant": args.variant} if args.variant else {}
+    extra = {"variant": args.variant} if args.variant is not None else {}
     print(json.dumps(SIDES[args.child](args.envs, args.actors, args.seconds, **extra)))
 
 

@@ -53,3 +53,21 @@ def test_default_variants_are_valid(tmp_path):
     path = tmp_path / "variants.json"
     path.write_text(json.dumps(impala_ab.DEFAULT_VARIANTS))
     assert impala_ab.load_variants(str(path)) == impala_ab.DEFAULT_VARIANTS
+
+
+@pytest.mark.parametrize("variant, passed", [(None, None), ({}, "{}"), ({"backend": "tf"}, '{"backend": "tf"}')])
+def test_the_child_gets_every_variant_the_empty_one_too(monkeypatch, variant, passed):
+    import subprocess
+
+    from spacegraph.reports import impala_throughput
+
+    seen = []
+
+    def fake_run(cmd, **kwargs):
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout='{"frames_per_s": 1.0}\n', stderr="")
+
+    monkeypatch.setattr(impala_throughput.subprocess, "run", fake_run)
+    assert impala_throughput.run_side("ours", "pong", 2, 1.0, 10, variant) == {"frames_per_s": 1.0}
+    cmd = seen[0]
+    assert (cmd[cmd.index("--variant") + 1] if "--variant" in cmd else None) == passed

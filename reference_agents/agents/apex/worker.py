@@ -55,8 +55,8 @@ class ApexWorker:
         return self.instance
 
     def sample(self, num_steps: int) -> dict[str, Any]:
-        """``num_steps`` env steps: the finished transitions, their ``|TD error|`` priorities, the finished
-        episodes (as dicts) and the counts."""
+        """``num_steps`` env steps: the finished transitions, their initial priorities (from the act-time
+        Q-values, `ActTimePriorities`), the finished episodes (as dicts) and the counts."""
         batch = self.worker.sample(int(num_steps))
         return {"records": batch.records, "priorities": batch.priorities, "steps": batch.stats.steps,
                 "frames": batch.stats.frames, "seconds": batch.stats.seconds,

@@ -26,10 +26,10 @@ from typing import Any
 from spacegraph.reports.impala_throughput import run_side
 
 #: The variants run without ``--variants``: Pong's settings before issue 41 (PyTorch learner and actors, 4 envs
-#: per actor, batches of 4 rollouts) against the config as it is.
+#: per actor on the python env path, batches of 4 rollouts) against the config as it is.
 DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "before": {"backend": "torch", "actor_backend": "torch",
-               "config": {"env": {"num_envs": 4}, "rollout": {"batch_size": 4}}},
+               "config": {"env": {"num_envs": 4, "vectorizer": "python"}, "rollout": {"batch_size": 4}}},
     "config": {},
 }
 

@@ -113,13 +113,18 @@ def test_a_failing_child_is_its_parts_error():
 def test_a_quick_real_run_of_the_parts():
     result = roofline.measure(quick=True, variants=["torch"], agents=["impala"], env_paths=["python"],
                               measured=False)
+    from reference_agents.agents import load_config
+
+    pong, _ = load_config("impala_pong")   # (its envs per actor and rollouts per update are config choices)
+    n = pong.env.num_envs
     env = result["env"]
-    assert env["num_envs"] == 4 and env["frames_per_step"] == 4.0
+    assert env["num_envs"] == n and env["frames_per_step"] == 4.0
     assert env["paths"]["python"]["frames_per_cpu_s"] > 0 and len(env["paths"]["python"]["rounds"]) == 2
     impala = result["parts"]["torch"]["agents"]["impala"]
-    assert impala["records_per_update"] == 20 * 4 * 4 and set(impala["act"]) == {"4", "16"}
+    assert impala["records_per_update"] == pong.rollout.length * n * pong.rollout.batch_size
+    assert set(impala["act"]) == {"4", str(n), "16"}   # the quick batches and the actors' own
     (row,) = roofline.rooflines(result)
     assert row["env_path"] == "python" and row["limit"] > 0
     assert row["costs"]["total"] == pytest.approx(sum(row["costs"][k] for k in ("env", "act", "learn")))
     (fig,) = scenario.figures(result)
-    assert fig.ratios == [] and fig.tables[0].rows[0][:4] == ["IMPALA", "PyTorch", "python", 4]
+    assert fig.ratios == [] and fig.tables[0].rows[0][:4] == ["IMPALA", "PyTorch", "python", n]

@@ -115,7 +115,7 @@ def reference_runs(published: dict[str, list[Any]] | None = None, frames: int = 
         runs.append(ReferenceRun(f"apex_minatar_{game}", figure, "apex_minatar_breakout", "torch", stop, env_id,
                                  ("--executor", "ray", "--workers", "2", "--shards", "2"), eval_episodes=5,
                                  target_source=source))
-    runs.append(ReferenceRun("impala_pong", "learning_long_pong", "impala_pong", "torch",
+    runs.append(ReferenceRun("impala_pong", "learning_long_pong", "impala_pong", "tf",  # as shipped: TF learner
                              StopCriteria(18.0, 10_000_000, 90 * 60.0), None,
                              ("--executor", "tf-dist", "--actors", "2"),
                              eval_every=250_000, target_source="issue 42: RLlib's APPO release test (Pong >= 18 "

@@ -130,12 +130,18 @@ def fractions(result: dict[str, Any], rows: list[dict[str, Any]] | None = None) 
 
 
 def env_ratio(result: dict[str, Any]) -> dict[str, Any] | None:
-    """Our Python env path's frames per CPU-second over the fastest native path's (None without both)."""
+    """The workers' env path (``env.vectorizer`` of the agents' Pong config; ``python`` in results that predate
+    it) in frames per CPU-second over EnvPool's (the issue's reference), or over the fastest other native path
+    where EnvPool was not measured; None without both."""
     env = result.get("env") or {}
-    ours, native = best_env(env, native=False), best_env(env, native=True)
-    if ours is None or native is None:
+    paths = {p: r["cpu_s_per_frame"] for p, r in (env.get("paths") or {}).items() if "cpu_s_per_frame" in r}
+    path = env.get("configured", "python")
+    others = {p: c for p, c in paths.items() if p not in ("python", path)}
+    if path not in paths or not others:
         return None
-    return {"ours": 1.0 / ours[1], "native": 1.0 / native[1], "native_path": native[0], "ratio": native[1] / ours[1]}
+    native = "envpool" if "envpool" in others else min(others, key=others.__getitem__)
+    return {"path": path, "ours": 1.0 / paths[path], "native": 1.0 / others[native], "native_path": native,
+            "ratio": others[native] / paths[path]}
 
 
 # ---- measuring ------------------------------------------------------------------------------------------------
@@ -171,7 +177,9 @@ def measure_env(paths: Sequence[str], steps: int, rounds: int) -> dict[str, Any]
     """
     from harness.measure.timing import interleaved
 
-    out: dict[str, Any] = {"paths": {}}
+    from spacegraph.reports.roofline_parts import env_config
+
+    out: dict[str, Any] = {"paths": {}, "configured": env_config()["vectorizer"]}
     rates: dict[str, list[float]] = {p: [] for p in paths}
     errors: dict[str, str] = {}
     for path in interleaved(list(paths), rounds):
@@ -198,7 +206,8 @@ def measure_agents(agents: Sequence[str], seconds: float) -> dict[str, Any]:
     if "impala" in agents:
         from spacegraph.reports.impala_throughput import run_side
 
-        out["impala"] = dict(run_side("ours", "pong", IMPALA_ACTORS, seconds, 600), actors=IMPALA_ACTORS)
+        # variant {}: the config as it is (its learner and actor backends), not the impala report's all-PyTorch side
+        out["impala"] = dict(run_side("ours", "pong", IMPALA_ACTORS, seconds, 600, variant={}), actors=IMPALA_ACTORS)
     if "apex" in agents:
         from spacegraph.reports.apex_throughput import run_point
 

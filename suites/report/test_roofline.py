@@ -61,8 +61,8 @@ def test_rooflines_take_the_cheapest_env_path_and_the_best_backend():
     got = roofline.fractions(result)
     assert got["impala"]["variant"] == "tf" and got["impala"]["fraction"] == pytest.approx(3000 / (2 / 3e-4))
     assert got["apex"]["fraction"] == pytest.approx(1000 / (2 / 7e-4))
-    assert roofline.env_ratio(result) == pytest.approx({"ours": 8000.0, "native": 10000.0, "native_path": "ale",
-                                                        "ratio": 0.8})
+    assert roofline.env_ratio(result) == {"path": "python", "ours": 8000.0, "native": 10000.0, "native_path": "ale",
+                                          "ratio": pytest.approx(0.8)}
     result["measured"]["apex"] = {"error": "exit 1: no Ray"}
     assert [r["missing"] for r in roofline.rooflines(result) if r["agent"] == "apex"] == [
         "no replay ratio: no Ape-X run measured one"] * 2
@@ -74,7 +74,7 @@ def test_the_scenario_renders_from_a_recorded_result():
     assert [(r.name, round(r.value, 3), r.target, r.met) for r in fig.ratios] == [
         ("IMPALA on Pong: measured / roofline", 0.45, ">= 0.6", False),
         ("Ape-X on Pong: measured / roofline", 0.35, ">= 0.5", False),
-        ("Env stepping: ours / ale frames per CPU-second", 0.8, ">= 0.9", False)]
+        ("Env stepping: ours (python) / ale frames per CPU-second", 0.8, ">= 0.9", False)]
     assert fig.headline.startswith("IMPALA on Pong 0.45 (target >= 0.6: missed)")
     parts_table, env_table, batch_table, runs = fig.tables
     assert parts_table.rows[0][:5] == ["IMPALA", "PyTorch", "ale", 4, 1.0]
@@ -128,3 +128,16 @@ def test_a_quick_real_run_of_the_parts():
     assert row["costs"]["total"] == pytest.approx(sum(row["costs"][k] for k in ("env", "act", "learn")))
     (fig,) = scenario.figures(result)
     assert fig.ratios == [] and fig.tables[0].rows[0][:4] == ["IMPALA", "PyTorch", "python", n]
+
+
+def test_env_stepping_is_the_workers_configured_path_against_envpool():
+    # the workers step the path their config names (env.vectorizer); EnvPool is the reference when it ran, else
+    # the fastest other native path; the configured path alone gives no ratio
+    result = recorded()
+    result["env"]["configured"] = "ale"
+    assert roofline.env_ratio(result) is None                  # envpool crashed: no other native path
+    result["env"]["paths"]["envpool"] = {"frames_per_cpu_s": 12500.0, "cpu_s_per_frame": 1 / 12500, "rounds": [1]}
+    got = roofline.env_ratio(result)
+    assert (got["path"], got["native_path"]) == ("ale", "envpool") and got["ratio"] == pytest.approx(0.8)
+    result["env"]["configured"] = "python"
+    assert roofline.env_ratio(result)["ratio"] == pytest.approx(8000 / 12500)

@@ -19,16 +19,17 @@ ACT = "Act call: CPU ms per state against batch"
 RLLIB = {"label": "RLlib IMPALA (this project's 2-core machine, 2 env runners, 120 min)", "frames_per_s": 347.0,
          "cores": 2, "source": "reports/history/2026-11-27_impala_pong_learning_120min"}
 FORMULA = ("c = c_env + c_act / F + r * c_learn / F CPU-seconds per env frame; limit = cores / c env frames/s. c_env: "
-           "the cheapest env path's CPU-s per frame; c_act: the act call's CPU-s per state at the actors' batch (4 "
-           "envs per actor); c_learn: the update call's CPU-s per transition (IMPALA, rollouts of 20 x 4 envs x 4 "
-           "rollouts) or replay record (Ape-X, batches of 32); F: frames per env step (4 on Pong); r: records learned "
-           "per env step (IMPALA 1; Ape-X the measured run's replay ratio, which its free learner sets).")
+           "the cheapest env path's CPU-s per frame; c_act: the act call's CPU-s per state at the actors' batch (their "
+           "envs per actor, the act batch column); c_learn: the update call's CPU-s per transition (IMPALA, its "
+           "config's rollouts) or replay record (Ape-X, its batches); F: frames per env step (4 on Pong); r: records "
+           "learned per env step (IMPALA 1; Ape-X the measured run's replay ratio, which its free learner sets).")
 METHOD = ("Each part alone in a fresh process with one framework thread (the env paths one child per path and round, "
           "interleaved; the act batches and the update in interleaved rounds within one child per backend), CPU time "
           "of the process; the agents are built from reference_agents/configs/impala_pong.yaml and apex_pong.yaml and "
           "called as their actors and learners call them (get_actions, Ape-X's get_actions_and_q_values, update). "
           "The limit leaves out transport, replay shards, weight publication and glue, so it is an upper bound. "
-          "Measured: IMPALA on distributed TF with 2 actors (PyTorch compute, as `--only impala` runs it), Ape-X on "
+          "Measured: IMPALA on distributed TF with 2 actors (impala_pong.yaml as it is: its learner and actor "
+          "backends), Ape-X on "
           "Ray with 2 workers and a free learner (as `--only apex` runs it); their fraction is of the highest limit "
           "over the backends.")
 
@@ -71,7 +72,8 @@ def _tables(result: dict[str, Any], rows: list[dict[str, Any]]) -> list[Table]:
     return [Table("Necessary parts, CPU ms per env frame, and the limit (env frames/s)",
                   ["agent", "backend", "env path", "act batch", "records learned per env step", "env", "act", "learn",
                    "sum", "limit", "limit per core", "measured / limit"], parts),
-            Table("Env stepping: frames per CPU-second (4 envs, random actions, one process)",
+            Table(f"Env stepping: frames per CPU-second ({env.get('num_envs', '?')} envs, random actions, one "
+                  f"process; the workers' path: {env.get('configured', 'python')})",
                   ["env path", "frames/CPU-s (median)", "CPU ms per frame", "/ python", "rounds"], env_rows),
             Table("Act call at each batch: CPU ms per state, and the limit were the actors acting at that batch",
                   ["agent", "backend", "batch", "CPU ms per state", "limit (env frames/s)"], batch_rows),
@@ -121,7 +123,8 @@ def figures(result: dict[str, Any]) -> list[Figure]:
                             target=f">= {TARGETS[agent]:g}"))
     env = env_ratio(result)
     if env:
-        ratios.append(Ratio(f"Env stepping: ours / {env['native_path']} frames per CPU-second", env["ratio"],
+        ratios.append(Ratio(f"Env stepping: ours ({env['path']}) / {env['native_path']} frames per CPU-second",
+                            env["ratio"],
                             ours=f"{env['ours']:,.0f}", peer=f"{env['native']:,.0f}", target=f">= {TARGETS['env']:g}"))
     onednn = result.get("onednn_parent")
     notes = [FORMULA, METHOD,

@@ -29,15 +29,17 @@ from spacegraph.reports.apex_throughput import REPO, THREAD_ENV
 from spacegraph.reports.apex_throughput_measure import CONFIGS
 
 
-def export_ref(ref: str, into: Path) -> Path:
-    """The tree of git ref ``ref`` of this repository, exported (``git archive``) into the folder ``into``.
+def export_ref(ref: str, into: Path, repo: Path = REPO) -> Path:
+    """The tree of git ref ``ref`` of the repository ``repo`` (default: the checkout this package runs from),
+    exported (``git archive``) into the folder ``into``.
 
     Raises:
-        ValueError: naming the ref when git cannot export it.
+        ValueError: naming the ref when git cannot export it (also when ``repo`` is no git checkout, e.g. an
+            installed package).
     """
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", ref], capture_output=True)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", ref], capture_output=True)
     if archive.returncode != 0:
-        raise ValueError(f"apex_ab: --old {ref!r} is not a git ref of {REPO}: "
+        raise ValueError(f"apex_ab: --old {ref!r} is not a git ref of {repo}: "
                          f"{archive.stderr.decode(errors='replace').strip()}")
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     return into

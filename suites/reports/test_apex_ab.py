@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from spacegraph.reports import apex_ab
@@ -34,5 +36,6 @@ def test_a_bad_ref_is_named(tmp_path, capsys):
 
 
 def test_export_ref_writes_that_commits_tree(tmp_path):
-    apex_ab.export_ref("HEAD", tmp_path)
+    # the checkout these tests are in (tox installs the package into site-packages, which is no git checkout)
+    apex_ab.export_ref("HEAD", tmp_path, repo=Path(__file__).resolve().parents[2])
     assert (tmp_path / "spacegraph" / "reports" / "apex_throughput.py").is_file()

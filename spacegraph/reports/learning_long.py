@@ -38,8 +38,10 @@ from harness.measure.machine import REPO, cpu_model, git_revision
 from spacegraph.reports.learning_long_runs import ReferenceRun, StopCriteria, quick_runs, reference_runs
 
 #: What a run's thread pools are limited to (as the other learning reports: one framework thread).
+#: One compute thread per process (each process gets a core's share), and TensorFlow's oneDNN on (its default)
+#: whatever the shell says: with it off the TF learner's Pong update costs 1.85x the CPU (reports/roofline).
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
-              "TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
+              "TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "1"}
 
 
 # ---- the stop criteria on the rows --------------------------------------------------------------------------
@@ -101,19 +103,20 @@ def train_command(run: ReferenceRun, seed: int, config: str, out: Path, steps: i
             "--screen-episodes", str(run.eval_episodes), *run.args]
 
 
-def run_config(run: ReferenceRun, folder: Path) -> tuple[str, Any]:
-    """The config ``run`` trains (a copy with ``env.id`` replaced when it names one) and its env config."""
+def run_config(run: ReferenceRun, folder: Path) -> tuple[str, dict[str, Any]]:
+    """The config ``run`` trains (a copy with ``env.id`` replaced when it names one) and its values (the record
+    keeps them: a commit marked ``+dirty`` does not say what was trained)."""
     from reference_agents.agents import resolve_config_path
     from reference_agents.agents.config import read_config_file
 
     path = resolve_config_path(run.config)
     data = read_config_file(path)
     if run.env_id is None:
-        return path, data["env"]
+        return path, data
     data["env"] = {**data["env"], "id": run.env_id}
     copy = folder / f"{Path(path).stem}_{run.env_id.replace('/', '_')}.yaml"
     copy.write_text(yaml.safe_dump(data, sort_keys=False))
-    return str(copy), data["env"]
+    return str(copy), data
 
 
 def measured_on() -> dict[str, Any]:
@@ -145,7 +148,8 @@ def run_reference(run: ReferenceRun, seed: int, folder: str | Path | None = None
     with tempfile.TemporaryDirectory(prefix="learning_long_") as tmp:
         base = Path(folder) if folder is not None else Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
-        config, env = run_config(run, base)
+        config, values = run_config(run, base)
+        env = values["env"]
         probe = make_env(env["id"], atari=bool(env.get("atari", False)), **(env.get("kwargs") or {}))
         per_step = frames_per_step(probe)
         probe.close()
@@ -155,7 +159,7 @@ def run_reference(run: ReferenceRun, seed: int, folder: str | Path | None = None
         record = {"name": run.name, "figure": run.figure, "seed": int(seed), "config": run.config,
                   "env_id": run.env_id or env["id"], "backend": run.backend, "args": list(run.args),
                   "stop": dataclasses.asdict(run.stop), "target_source": run.target_source,
-                  "frames_per_step": per_step, "measured": measured_on()}
+                  "config_values": values, "frames_per_step": per_step, "measured": measured_on()}
         points, error, status = [], None, None
         env_vars = {**os.environ, **THREAD_ENV,
                     "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}

@@ -154,6 +154,23 @@ def test_update_is_the_vtrace_loss_of_the_oracle_and_learns(agent):
     assert metrics["rollouts"] == agent.rollouts_learned
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_epochs_take_that_many_steps_on_the_batch_and_report_the_first(backend):
+    once, thrice = (IMPALAAgent(small_config(), backend=backend, seed=3),
+                    IMPALAAgent(small_config(rollout={"length": 12, "batch_size": 2, "epochs": 3}), backend=backend,
+                                seed=3))
+    rollouts = collect(once, seed=2)
+    first = once.update(rollouts)
+    for _ in range(2):
+        once.update(rollouts)
+    got = thrice.update(rollouts)
+    want, have = once.get_weights(), thrice.get_weights()
+    for k in want:
+        np.testing.assert_allclose(have[k], want[k], rtol=1e-5, atol=1e-6, err_msg=k)
+    assert got["loss"] == pytest.approx(first["loss"], rel=1e-5) and thrice.updates == 3 == once.updates
+    assert got["rollouts"] == 2 and once.rollouts_learned == 6
+
+
 # ---- weights, models, checkpoints, configs --------------------------------------------------------------------
 def test_weights_travel_between_backends_and_models_round_trip(tmp_path):
     if len(BACKENDS) < 2:
@@ -200,6 +217,8 @@ def test_config_errors_name_the_key():
         IMPALAAgent(small_config(0), backend=BACKENDS[0])
     with pytest.raises(ConfigError, match=r"rollout.length"):
         IMPALAAgent(small_config(None, rollout={"length": 101}), backend=BACKENDS[0])
+    with pytest.raises(ConfigError, match=r"rollout.epochs"):
+        IMPALAAgent(small_config(None, rollout={"length": 12, "epochs": 0}), backend=BACKENDS[0])
     with pytest.raises(ConfigError, match=r"agent"):
         build_agent({**small_config(None), "agent": "a3c"}, backend=BACKENDS[0])
     with pytest.raises(ConfigError, match=r"loss.c_bar"):

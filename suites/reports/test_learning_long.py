@@ -90,6 +90,7 @@ def test_a_run_stops_at_its_target_with_ctrl_c_and_records_where(tmp_path):
     assert record["reached"] and record["stop_reason"] == "target" and record["frames_to_target"] == 500
     assert record["exit_status"] == 130                                 # stopped by Ctrl-C, far before 20,000
     assert record["points"][0]["frames"] == 500 and record["measured"]["commit"]
+    assert record["config_values"]["agent"] == "dqn" and record["config_values"]["env"]["id"] == "CartPole-v1"
     assert (tmp_path / "dqn_cartpole_quick_torch-seed0" / "checkpoint").is_dir()
     assert "reached 12 at 500 frames" in run_line(record)
 
@@ -141,6 +142,15 @@ def test_the_report_draws_a_recorded_result_with_targets_outcomes_and_the_publis
     assert fig.meta["revision"] == "abc123def456789+dirty" and fig.headline == "1 of 3 runs reached their target"
     paths = writers.write(report, tmp_path / "out")
     assert "frames to target" in paths["md"].read_text()
+
+
+def test_a_record_with_its_processor_names_it_before_the_host():
+    from spacegraph.report.scenarios.learning_long import machine_of, measured_when
+
+    m = {"processor": "AMD EPYC", "cpus": 2, "machine": "vm", "commit": "abc", "date": "d"}
+    assert machine_of(m) == "AMD EPYC, 2 CPUs (host vm)"
+    assert measured_when([{"measured": m}, {"measured": {**m, "processor": None}}])["machine"] == (
+        "2 values: AMD EPYC, 2 CPUs (host vm), vm (2 CPUs)")
 
 
 MARKED = '''import pytest

@@ -242,10 +242,13 @@ class IMPALAAgent(IMPALACheckpointMixin):
 
     # ---- learning -----------------------------------------------------------------------------------------
     def update(self, rollouts: list[dict[str, Any]] | dict[str, Any] | None = None) -> dict[str, Any]:
-        """One V-trace learning step on rollouts (default: the next ``rollout.batch_size`` of `outbox`).
+        """``rollout.epochs`` V-trace learning steps on rollouts (default: the next ``rollout.batch_size`` of
+        `outbox`), one after another on the same batch; each step's V-trace weighs the rollouts' behaviour
+        logits against the policy as that step finds it.
 
         Returns:
-            ``{"loss", "pg", "baseline", "entropy", "grad_norm", "rollouts"}`` (floats; rollouts counted).
+            ``{"loss", "pg", "baseline", "entropy", "grad_norm", "rollouts"}`` of the first step (the loss on
+            the batch as it arrived; floats), with rollouts counted.
         """
         if rollouts is None:
             k = self.config.rollout.batch_size
@@ -260,10 +263,13 @@ class IMPALAAgent(IMPALACheckpointMixin):
                 raise ValueError("IMPALAAgent.update: a recurrent policy needs rollouts with initial_state and "
                                  "resets")
             args += [batch["initial_state"], batch["resets"]]
-        out = self.executor.execute("update_recurrent" if self.recurrent else "update", *args)
-        self.updates += 1
-        self.rollouts_learned += len(rollouts) if isinstance(rollouts, list) else 1
+        method = "update_recurrent" if self.recurrent else "update"
+        out = self.executor.execute(method, *args)
         self.last_metrics = {k: float(v) for k, v in zip(("loss", "pg", "baseline", "entropy", "grad_norm"), out)}
+        for _ in range(self.config.rollout.epochs - 1):
+            self.executor.execute(method, *args)
+        self.updates += self.config.rollout.epochs
+        self.rollouts_learned += len(rollouts) if isinstance(rollouts, list) else 1
         return dict(self.last_metrics, rollouts=self.rollouts_learned)
 
     def rollout_logits(self, rollout: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:

@@ -40,6 +40,9 @@ class RolloutConfig(Section):
 
     length: int = Field(20, ge=1, le=100, description="T: env steps per rollout (time-major [T, envs])")
     batch_size: int = Field(1, ge=1, description="rollouts per learner update (concatenated along the batch)")
+    epochs: int = Field(1, ge=1, le=16, description="learning steps on each batch (V-trace corrects for the policy "
+                                                    "moving between them: more learning per env frame for more "
+                                                    "learner time per batch)")
 
 
 class IMPALALossConfig(Section):

@@ -10,7 +10,7 @@ CartPole with a budget of 4,000 frames and 60 s per run.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from harness.measure.figures import Figure, Panel, Series, Table
 from spacegraph.report.registry import Context, Scenario, register
@@ -49,14 +49,22 @@ def verdict(runs: list[dict[str, Any]]) -> str:
     return f"{k} of {n} seeds reached the target ({need} of {n} required: {'met' if k >= need else 'not met'})"
 
 
+def machine_of(measured: dict[str, Any]) -> str:
+    """The processor and CPU count a run records, with its host name (older records: the host name and count)."""
+    if measured.get("processor"):
+        return f"{measured['processor']}, {measured['cpus']} CPUs (host {measured['machine']})"
+    return f"{measured['machine']} ({measured['cpus']} CPUs)"
+
+
 def measured_when(runs: list[dict[str, Any]]) -> dict[str, str]:
     """``{"commit", "date", "machine"}`` of the runs (each records its own; several are listed), which
     ``--from-json`` shows as the figure's provenance."""
-    def joined(key: str) -> str:
-        values = sorted({str(r["measured"][key]) for r in runs})
+    def joined(get: Callable[[dict[str, Any]], str]) -> str:
+        values = sorted({get(r["measured"]) for r in runs})
         return values[0] if len(values) == 1 else f"{len(values)} values: " + ", ".join(values)
 
-    return {"commit": joined("commit"), "date": joined("date"), "machine": joined("machine")}
+    return {"commit": joined(lambda m: str(m["commit"])), "date": joined(lambda m: str(m["date"])),
+            "machine": joined(machine_of)}
 
 
 def figure(name: str, runs: list[dict[str, Any]], criteria: dict[str, Any], result: dict[str, Any]) -> Figure:
@@ -73,7 +81,7 @@ def figure(name: str, runs: list[dict[str, Any]], criteria: dict[str, Any], resu
         rows.append([r["name"], r["seed"], stop["target_return"], f"{stop['frames']:,}", _minutes(stop["seconds"]),
                      outcome_cell(r), "-" if r.get("frames_to_target") is None else f"{r['frames_to_target']:,}",
                      _minutes(r.get("seconds_to_target")), r.get("best_return_100"),
-                     f"{m['date']}, {short_commit(m['commit'])}, {m['machine']} ({m['cpus']} CPUs)"])
+                     f"{m['date']}, {short_commit(m['commit'])}, {machine_of(m)}"])
     for n in names:
         crit = criteria.get(n) or next(r["stop"] for r in runs if r["name"] == n)
         budget = [0, crit["frames"] / 1e6]

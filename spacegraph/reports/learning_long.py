@@ -37,9 +37,9 @@ import yaml
 from harness.measure.machine import REPO, cpu_model, git_revision
 from spacegraph.reports.learning_long_runs import ReferenceRun, StopCriteria, quick_runs, reference_runs
 
-#: What a run's thread pools are limited to (as the other learning reports: one framework thread).
-#: One compute thread per process (each process gets a core's share), and TensorFlow's oneDNN on (its default)
-#: whatever the shell says: with it off the TF learner's Pong update costs 1.85x the CPU (reports/roofline).
+#: What a run's thread pools are limited to (as the other learning reports: one framework thread per process),
+#: and TensorFlow's oneDNN on (its default) whatever the shell says: with it off the TF learner's Pong update
+#: costs 1.85x the CPU (reports/roofline).
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
               "TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "1"}
 

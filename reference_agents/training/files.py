@@ -17,9 +17,13 @@ import numpy as np
 
 from harness.execution.serialization import atomic_file
 
+#: The learning diagnostics of a metric row: means over the updates since the previous row of the policy's entropy
+#: (nats), the gradient norm (before clipping) and the policy lag (updates between the weights that acted and the
+#: update that learned from them: distributed IMPALA); empty for an agent or worker that does not report one.
+LEARNER_COLUMNS = ("policy_entropy", "grad_norm", "policy_lag")
 METRIC_COLUMNS = ("env_steps", "frames", "wall_s", "train_s", "eval_s", "steps_per_s", "frames_per_s", "episodes",
                   "train_return_100", "eval_return", "eval_episodes", "screen_return", "solved", "epsilon", "updates",
-                  "last_loss")
+                  "last_loss", *LEARNER_COLUMNS)
 EPISODE_COLUMNS = ("episode", "env_id", "return", "length", "terminated", "truncated", "end_step", "end_frame")
 METRICS_CSV, METRICS_JSONL, EPISODES_CSV = "metrics.csv", "metrics.jsonl", "episodes.csv"
 LEARNING_CURVE = "learning_curve.png"

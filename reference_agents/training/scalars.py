@@ -67,7 +67,9 @@ ROW_TAGS = {"eval_return": "eval/return", "screen_return": "eval/screen_return",
             "solved": "eval/solved", "train_return_100": "train/return_100", "episodes": "train/episodes",
             "frames": "train/frames", "updates": "train/updates", "last_loss": "loss/last",
             "epsilon": "explore/epsilon", "steps_per_s": "speed/steps_per_s", "frames_per_s": "speed/frames_per_s",
-            "wall_s": "time/wall_s", "train_s": "time/train_s", "eval_s": "time/eval_s"}
+            "wall_s": "time/wall_s", "train_s": "time/train_s", "eval_s": "time/eval_s",
+            "policy_entropy": "learner/policy_entropy", "grad_norm": "learner/grad_norm",
+            "policy_lag": "learner/policy_lag"}
 EPISODE_TAGS = ("episode/return", "episode/length")
 _HEADER = struct.Struct("<Q")
 _CRC = struct.Struct("<I")

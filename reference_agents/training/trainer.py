@@ -17,7 +17,7 @@ from reference_agents.workers import VectorEnvWorker, Worker, WorkerStats
 
 from .checkpoints import make_run_dir
 from .evaluation import EvaluationProtocol, evaluate_worker
-from .files import format_number
+from .files import LEARNER_COLUMNS, format_number
 from .progress import ProgressBar
 from .replicas import strategy_record
 from .result import TrainResult
@@ -209,6 +209,8 @@ class Trainer(RunDirectory):
                "solved": None if self.target_return is None else int(ev.solved),
                "epsilon": None if epsilon is None else float(epsilon),
                "updates": w.total_updates, "last_loss": w.last_loss}
+        means = w.update_means.take() if hasattr(w, "update_means") else {}   # a user's worker may keep none
+        row.update({c: means.get(c) for c in LEARNER_COLUMNS})
         self._recent_eval = row["eval_return"]
         return row
 

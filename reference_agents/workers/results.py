@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -34,6 +35,39 @@ class Episode:
     truncated: bool
     end_step: int
     end_frame: int
+
+
+class UpdateMeans:
+    """The means of a learner's update metrics since the last `take`: the learning diagnostics a `Trainer` puts
+    in each metric row (`LEARNER_COLUMNS`: the policy's entropy, the gradient norm, the policy lag).
+
+    `add` takes an update's metrics dict (as ``update_on_schedule`` or ``update`` returns it); its finite
+    numbers count, bools, NaN and anything else are left out.
+    """
+
+    def __init__(self) -> None:
+        self._sums: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()   # a learner thread adds while the trainer's thread takes (Ape-X)
+
+    def add(self, metrics: Any) -> None:
+        """Counts one update's metrics (a dict; anything else is ignored)."""
+        if not isinstance(metrics, dict):
+            return
+        with self._lock:
+            for key, value in metrics.items():
+                if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                    continue
+                if math.isfinite(value):
+                    self._sums[key] = self._sums.get(key, 0.0) + float(value)
+                    self._counts[key] = self._counts.get(key, 0) + 1
+
+    def take(self) -> dict[str, float]:
+        """``{metric: mean}`` over the updates added since the last call (empty after none), and a fresh start."""
+        with self._lock:
+            means = {k: self._sums[k] / self._counts[k] for k in self._sums}
+            self._sums, self._counts = {}, {}
+        return means
 
 
 @dataclasses.dataclass

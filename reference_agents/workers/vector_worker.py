@@ -17,7 +17,7 @@ from reference_agents.workers.checks import WorkerChecks
 from reference_agents.workers.envs import EnvFactory, index_value
 from reference_agents.workers.greedy import GreedyEvaluation
 from reference_agents.workers.native_envs import make_vector_env
-from reference_agents.workers.results import (Episode, SampleBatch, WorkerStats, concat_records,
+from reference_agents.workers.results import (Episode, SampleBatch, UpdateMeans, WorkerStats, concat_records,
                                                mean_episode_return, stack_records)
 
 
@@ -145,6 +145,7 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
         self.total_frames = 0
         self.total_updates = 0
         self.last_loss: float | None = None
+        self.update_means = UpdateMeans()   # the learning diagnostics of the Trainer's next metric row
         self.episodes: list[Episode] = []
         self.resets = 0  # how many times the environments were (re)started from outside: 1 + resumes
         self.last_priorities: np.ndarray | None = None
@@ -333,6 +334,8 @@ class VectorEnvWorker(WorkerChecks, GreedyEvaluation):
             if metrics:
                 stats.num_updates += len(metrics)
                 self.total_updates += len(metrics)
+                for m in metrics:
+                    self.update_means.add(m)
                 loss = metrics[-1].get("loss") if isinstance(metrics[-1], dict) else None
                 self.last_loss = stats.last_loss = None if loss is None else float(loss)
             stats.steps = self.total_steps - start_steps

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from harness.measure.figures import Figure, fmt
 from harness.measure.tables import markdown_table
+from spacegraph.report.runner import short_revision
 
 HEADER = ["figure", "result", "command", "commit", "machine", "report"]
 TITLE = "Headline figures"
@@ -37,11 +38,6 @@ def result_line(fig: Figure) -> str:
 def short_command(command: str) -> str:
     """The ``spacegraph ...`` part of a reproduce command (the install step before ``&&`` left out)."""
     return command.rsplit("&&", 1)[-1].strip()
-
-
-def short_revision(revision: str) -> str:
-    """``abc1234`` of a full revision (``+dirty`` kept as ``-dirty``)."""
-    return revision[:7] + ("-dirty" if "dirty" in revision else "") if revision not in ("", "unknown") else "unknown"
 
 
 def rows(reports_dir: str | os.PathLike, order: Sequence[str], link_base: str = "") -> list[list[str]]:

@@ -12,6 +12,7 @@ import dataclasses
 import datetime
 import importlib.metadata
 import os
+import re
 import shlex
 import sys
 import time
@@ -64,10 +65,14 @@ def versions() -> dict[str, str | None]:
 
 
 def short_revision(revision: str) -> str:
-    """``abc1234`` (``abc1234-dirty`` for a dirty checkout) of a `git_revision` string."""
-    if revision == "unknown":
+    """``abc1234`` (``abc1234-dirty`` for a dirty checkout) of a `git_revision` string; each of a list of them
+    (``"2 values: <rev>, <rev>"``, a figure whose runs were measured on several commits) shortened in turn."""
+    listed = re.fullmatch(r"\d+ values: (.+)", revision)
+    if listed:
+        return ", ".join(short_revision(r) for r in listed.group(1).split(", "))
+    if revision in ("", "unknown"):
         return "unknown"
-    return revision[:7] + ("-dirty" if revision.endswith("+dirty") else "")
+    return revision[:7] + ("-dirty" if "dirty" in revision else "")
 
 
 def default_out_dir(revision: str | None = None) -> Path:

@@ -59,12 +59,19 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+#: The learning diagnostics a point keeps when its row has them (means since the row before; see the run files).
+DIAGNOSTICS = ("policy_entropy", "grad_norm", "policy_lag")
+
+
 def point(row: dict[str, Any]) -> dict[str, Any]:
-    """A curve point from a metrics row: frames, wall and training seconds, last-100 return, episodes."""
+    """A curve point from a metrics row: frames, wall and training seconds, last-100 return, episodes, and the
+    learning diagnostics (`DIAGNOSTICS`) the row holds."""
     ret = row.get("train_return_100")
-    return {"frames": int(row["frames"]), "seconds": round(float(row["wall_s"]), 2),
-            "train_seconds": round(float(row["train_s"]), 2), "episodes": int(row["episodes"]),
-            "return_100": None if ret is None or not math.isfinite(float(ret)) else round(float(ret), 3)}
+    out = {"frames": int(row["frames"]), "seconds": round(float(row["wall_s"]), 2),
+           "train_seconds": round(float(row["train_s"]), 2), "episodes": int(row["episodes"]),
+           "return_100": None if ret is None or not math.isfinite(float(ret)) else round(float(ret), 3)}
+    out.update({k: round(float(row[k]), 4) for k in DIAGNOSTICS if row.get(k) is not None})
+    return out
 
 
 def reached(p: dict[str, Any], stop: StopCriteria) -> bool:

@@ -230,3 +230,27 @@ def test_a_tensorflow_learner_feeds_actors_on_the_configs_actor_backend(override
         assert any(not np.array_equal(before[k], v) for k, v in agent.get_weights().items())
     finally:
         worker.close()
+
+
+# Rollouts of weights versions 1, 1 | 1, 2 | 99, 1 in batches of 2 (version 1: the publication before any update; 99
+# was never published, so its lag is unknown and left out). With publication after every update, version 2 went
+# out after update 1: lags 0, 0 | 1, 0 | -, 2. After every second update it had not gone out when batch 2 came
+# (its rollout is left out): 0, 0 | 1, - | -, 2.
+@pytest.mark.parametrize("publish_every, lags", [(1, [0.0, 0.5, 2.0]), (2, [0.0, 1.0, 2.0])])
+def test_the_policy_lag_counts_the_updates_since_the_weights_a_rollout_acted_with(publish_every, lags):
+    probe = IMPALAAgent(config(), backend="torch", seed=2)
+    VectorEnvWorker.for_agent(probe, update=False).run(num_steps=6 * 8 * 4)
+    rollouts = list(probe.outbox)[:6]
+    agent = IMPALAAgent(config(), backend="torch", seed=1)
+    worker = ActorLearnerWorker(agent, lambda r, e, w: NoActors(1, {"rollouts": (r, 8), "episodes": (e, 10)}, w),
+                                publish_every=publish_every)
+    try:
+        queue = worker.executor.queues["rollouts"]
+        for tag, version in enumerate([1, 1, 1, 2, 99, 1]):
+            queue.put(to_record(rollouts[tag], 0, 0, version))
+        worker.run(num_steps=6 * 8 * 4)
+        assert worker.total_updates == 3
+        assert worker.update_means.take()["policy_lag"] == pytest.approx(np.mean(lags))
+        assert worker.update_means.take() == {}   # taken: the next row starts afresh
+    finally:
+        worker.close()

@@ -444,6 +444,12 @@ def test_spacegraph_train_executor_local_and_resume(tmp_path, capsys):
     from reference_agents.training.apex import saved_executor_kind
 
     assert saved_executor_kind(out) == "local"   # the resume below runs on it without --executor
+    import json
+
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    # the learner's mean gradient norm over the updates since the row before
+    learned = [r for before, r in zip([{"updates": 0}, *rows], rows) if r["updates"] > before["updates"]]
+    assert learned and all(r["grad_norm"] > 0 and r["policy_lag"] is None for r in learned)
     assert main(["train", "--resume", str(out), "--steps", "450", "--quiet"]) == 0
     import re
 

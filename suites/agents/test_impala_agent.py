@@ -152,6 +152,20 @@ def test_update_is_the_vtrace_loss_of_the_oracle_and_learns(agent):
     after = agent.get_weights()
     assert any(not np.allclose(before[k], after[k]) for k in before)
     assert metrics["rollouts"] == agent.rollouts_learned
+    z = logits[:-1] - logits[:-1].max(-1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    assert metrics["policy_entropy"] == pytest.approx(-(np.exp(log_p) * log_p).sum(-1).mean(), rel=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_policy_entropy_is_per_step_whatever_the_loss_reduction(backend):
+    summed, meaned = (IMPALAAgent(small_config(loss={**small_config()["loss"], "reduction": r}), backend=backend,
+                                  seed=3) for r in ("sum", "mean"))
+    rollouts = collect(summed, seed=2)
+    a, b = summed.update(rollouts), meaned.update(rollouts)
+    assert a["entropy"] == pytest.approx(b["entropy"] * 2 * 12 * 4, rel=1e-5)   # the loss term: summed over [T, N]
+    assert a["policy_entropy"] == pytest.approx(b["policy_entropy"], rel=1e-5)
+    assert 0 < a["policy_entropy"] <= np.log(2) + 1e-6   # CartPole: 2 actions
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -24,7 +24,7 @@ from suites.doubles import FakeClock, TextSink
 
 METRIC_COLUMNS = ["env_steps", "frames", "wall_s", "train_s", "eval_s", "steps_per_s", "frames_per_s", "episodes",
                   "train_return_100", "eval_return", "eval_episodes", "screen_return", "solved", "epsilon", "updates",
-                  "last_loss"]
+                  "last_loss", "policy_entropy", "grad_norm", "policy_lag"]
 EPISODE_COLUMNS = ["episode", "env_id", "return", "length", "terminated", "truncated", "end_step", "end_frame"]
 
 # A small CartPole DQN: updates every 4 env steps after 100, evaluation every 200 steps.
@@ -396,3 +396,26 @@ def test_without_matplotlib_the_run_goes_on_without_the_curve(tmp_path, monkeypa
     assert [r["env_steps"] for r in result.history] == [200, 250]
     assert not os.path.exists(tmp_path / "run" / "learning_curve.png")
     assert messages.getvalue().count("matplotlib is not installed: no learning_curve.png") == 1
+
+
+def test_each_row_holds_the_means_of_the_updates_since_the_row_before(tmp_path):
+    agent = build_agent(TINY, backend="torch")
+    seen: list[list[float]] = [[]]
+    update = agent.update_on_schedule
+
+    def noting_update_on_schedule():
+        out = update()
+        seen[-1].extend(m["grad_norm"] for m in out)
+        return out
+
+    agent.update_on_schedule = noting_update_on_schedule
+    trainer = Trainer(agent, tmp_path / "run", callback=lambda t, stats: None)
+    rows = []
+    for total in (200, 400):
+        trainer.train(total)
+        rows.append(trainer.history[-1])
+        seen.append([])
+    assert [len(s) for s in seen[:2]] == [updates_due(200), updates_due(400) - updates_due(200)]
+    for row, norms in zip(rows, seen):
+        assert row["grad_norm"] == pytest.approx(np.mean(norms), rel=1e-6) and row["grad_norm"] > 0
+        assert row["policy_entropy"] is None and row["policy_lag"] is None   # DQN: no policy entropy, no lag

@@ -4,6 +4,7 @@ distributed TF and Ray from the command line (marked ``distributed``)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import pytest
@@ -41,6 +42,8 @@ def test_train_and_resume_an_impala_config_in_one_process(tmp_path, capsys):
     assert main(["train", "--resume", run, "--steps", "1200", "--quiet"]) == 0
     assert [r["env_steps"] for r in rows(run)] == [400, 800, 1200]
     assert rows(run)[-1]["updates"] == 30
+    for r in rows(run):   # one process: the policy acts with the learner's weights, no lag to count
+        assert 0 < r["policy_entropy"] <= math.log(2) and r["grad_norm"] > 0 and r["policy_lag"] is None
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -107,6 +110,8 @@ def test_distributed_impala_from_the_command_line_and_resume(tmp_path, capsys, e
     out = capsys.readouterr().out
     assert "rollouts learned per actor" in out and "failures: none" in out
     assert rows(run)[-1]["env_steps"] >= 1600
+    # the learning diagnostics: the policy's entropy (2 actions) and how many updates behind the actors acted
+    assert all(0 < r["policy_entropy"] <= math.log(2) and r["policy_lag"] >= 0 for r in rows(run))
     if not resume:  # (the resume path is the executor's worker factory again: tf-dist covers it)
         return
     assert main(["train", "--resume", run, "--steps", "3200", *common]) == 0

@@ -66,7 +66,8 @@ def test_train_writes_the_metrics_rows_and_episodes_as_scalars_at_env_steps(tmp_
     assert sorted(points) == sorted(["eval/return", "eval/episodes", "train/return_100", "train/episodes",
                                      "train/frames", "train/updates", "loss/last", "explore/epsilon",
                                      "speed/steps_per_s", "speed/frames_per_s", "time/wall_s", "time/train_s",
-                                     "time/eval_s", "episode/return", "episode/length"])  # no screen, no target
+                                     "time/eval_s", "learner/grad_norm", "episode/return",
+                                     "episode/length"])  # no screen, no target; DQN: no entropy, no policy lag
     assert [step for step, _ in points["eval/return"]] == [200, 400, 500]
     assert points["explore/epsilon"][0] == (200, f32(1.0 - 0.9 * 200 / 400))
     assert len(os.listdir(os.path.join(run, "tensorboard"))) == 1

@@ -124,6 +124,15 @@ def test_the_headline_follows_the_runs_and_names_command_commit_and_machine(tmp_
         headline.markdown(tmp_path, list(SCENARIOS))
 
 
+
+@pytest.mark.parametrize("revision, short", [
+    ("0123456789abcdef", "0123456"), ("0123456789abcdef+dirty", "0123456-dirty"), ("0123456-dirty", "0123456-dirty"),
+    ("", "unknown"), ("unknown", "unknown"),
+    # a figure whose runs were measured on several commits (learning_long's seeds spread over sessions)
+    ("2 values: 0123456789ab+dirty, fedcba987654", "0123456-dirty, fedcba9")])
+def test_the_headline_shortens_each_commit_a_figure_names(revision, short):
+    assert runner.short_revision(revision) == short
+
 def test_the_readme_carries_the_generated_headline_section():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     expected = headline.section(REPORTS, list(SCENARIOS), link_base="reports/")

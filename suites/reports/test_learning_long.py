@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from spacegraph.report import baselines
-from spacegraph.reports.learning_long import outcome, read_rows, run_line, run_reference, train_command
+from spacegraph.reports.learning_long import outcome, point, read_rows, run_line, run_reference, train_command
 from spacegraph.reports.learning_long_runs import StopCriteria, published_target, quick_runs, reference_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,6 +75,13 @@ def test_the_train_command_budgets_frames_as_steps_and_time_as_max_seconds(tmp_p
     assert cmd[cmd.index("--max-seconds") + 1] == "60.0" and cmd[cmd.index("--seed") + 1] == "3"
 
 
+def test_a_point_keeps_the_learning_diagnostics_its_row_holds():
+    row = {"frames": 4000, "wall_s": 12.345, "train_s": 11.0, "episodes": 30, "train_return_100": -20.5,
+           "policy_entropy": 1.7654321, "grad_norm": 38.123456, "policy_lag": None}
+    assert point(row) == {"frames": 4000, "seconds": 12.35, "train_seconds": 11.0, "episodes": 30,
+                          "return_100": -20.5, "policy_entropy": 1.7654, "grad_norm": 38.1235}
+
+
 def test_rows_are_read_whole_lines_only(tmp_path):
     path = tmp_path / "metrics.jsonl"
     assert read_rows(path) == []
@@ -90,6 +97,8 @@ def test_a_run_stops_at_its_target_with_ctrl_c_and_records_where(tmp_path):
     assert record["reached"] and record["stop_reason"] == "target" and record["frames_to_target"] == 500
     assert record["exit_status"] == 130                                 # stopped by Ctrl-C, far before 20,000
     assert record["points"][0]["frames"] == 500 and record["measured"]["commit"]
+    # no update before DQN's 1,000th step, and DQN has no policy entropy: the point keeps no diagnostics
+    assert not set(record["points"][0]) & {"grad_norm", "policy_entropy", "policy_lag"}
     assert record["config_values"]["agent"] == "dqn" and record["config_values"]["env"]["id"] == "CartPole-v1"
     assert (tmp_path / "dqn_cartpole_quick_torch-seed0" / "checkpoint").is_dir()
     assert "reached 12 at 500 frames" in run_line(record)
@@ -142,6 +151,23 @@ def test_the_report_draws_a_recorded_result_with_targets_outcomes_and_the_publis
     assert fig.meta["revision"] == "abc123def456789+dirty" and fig.headline == "1 of 3 runs reached their target"
     paths = writers.write(report, tmp_path / "out")
     assert "frames to target" in paths["md"].read_text()
+
+
+def test_the_report_draws_the_policy_entropy_and_lag_where_the_points_hold_them(tmp_path):
+    import spacegraph.report.scenarios  # noqa: F401 - registers the scenarios
+    from spacegraph.report import rerender
+    from spacegraph.report.registry import SCENARIOS
+
+    result = recorded_result()
+    reached = result["runs"][0]
+    reached["points"] = [dict(p, policy_entropy=e, policy_lag=lag)
+                         for p, e, lag in zip(reached["points"], [1.7, 1.2], [6.5, 7.0])]
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(result))
+    (fig,) = rerender.rerender(path, SCENARIOS, only=["learning_long"], baseline_dir=REPO / "reports" / "baselines").figures
+    assert [p.title for p in fig.panels][2:] == ["policy entropy against env frames", "policy lag against env frames"]
+    entropy, = [s for s in fig.series if s.panel == fig.panels[2].title]   # the one run whose points hold it
+    assert entropy.label == "dqn_minatar_breakout_torch seed 0" and entropy.x == [0.6, 1.2] and entropy.y == [1.7, 1.2]
 
 
 def test_a_record_with_its_processor_names_it_before_the_host():

@@ -37,7 +37,7 @@ from reference_agents.agents.base import acting_config, close_agent
 from reference_agents.agents.dqn.replay_stores import BATCH_LAYOUTS
 from reference_agents.components.explorations import apex_epsilons
 from reference_agents.workers import Episode, VectorEnvWorker, WorkerStats
-from reference_agents.workers.results import mean_episode_return
+from reference_agents.workers.results import UpdateMeans, mean_episode_return
 
 class ApexDriver(ShardBooks):
     """Runs Ape-X: workers and shards as actors of ``executor``, the learner here.
@@ -358,6 +358,11 @@ class ApexDriver(ShardBooks):
     @property
     def last_loss(self) -> float | None:
         return None if self.learner is None else self.learner.last_loss
+
+    @property
+    def update_means(self) -> UpdateMeans:
+        """The learner's update means since the Trainer's last row (nothing before the learner exists)."""
+        return UpdateMeans() if self.learner is None else self.learner.update_means
 
     @property
     def started(self) -> bool:

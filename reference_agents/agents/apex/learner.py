@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from harness.execution.actors import ActorFailure, ActorHandle, Future
+from reference_agents.workers.results import UpdateMeans
 
 
 class ApexLearner:
@@ -71,6 +72,7 @@ class ApexLearner:
         self.updates = 0
         self.records_learned = 0
         self.last_loss: float | None = None
+        self.update_means = UpdateMeans()    # the learning diagnostics of the Trainer's next metric row
         self.version = 0                     # publications so far
         self.published: tuple[Any, int] | None = None
         self.priority_futures: list[Future] = []
@@ -264,6 +266,7 @@ class ApexLearner:
         self.updates += 1
         self.records_learned += len(slots)
         self.last_loss = float(out["loss"])
+        self.update_means.add(out)
         held = self._pending_priorities.get(i)
         if held is None or held[0] != incarnation:   # a restarted shard's slots mean nothing
             held = self._pending_priorities[i] = (incarnation, [], [])

@@ -28,10 +28,13 @@ from harness.execution.transport import OutcomeUnknown, QueueClosed, RecordSpec
 from harness.seeds import derive_seed
 from reference_agents.agents.base import acting_config
 from reference_agents.workers import Episode, VectorEnvWorker, WorkerStats
+from reference_agents.workers.results import UpdateMeans
 
 EPISODE_SPEC: RecordSpec = {"actor": ("int64", ()), "return": ("float64", ()), "length": ("int64", ()),
                             "terminated": ("bool", ()), "truncated": ("bool", ())}
-TAG_FIELDS = ("actor", "incarnation", "tag")
+#: A rollout's tags: its actor, the actor's incarnation (restarts), its sequence number, and the version of the
+#: published weights it acted with (the learner reads its policy lag from it).
+TAG_FIELDS = ("actor", "incarnation", "tag", "policy_version")
 
 
 def rollout_spec(agent: Any) -> RecordSpec:
@@ -59,12 +62,13 @@ def actor_learner_queues(rollouts: RecordSpec, episodes: RecordSpec, actors: int
     return {"rollouts": (rollouts, 4 * actors), "episodes": (episodes, 100_000)}
 
 
-def to_record(rollout: dict[str, Any], actor: int, incarnation: int) -> dict[str, Any]:
-    """A rollout of `IMPALAAgent` as a flat record (the recurrent state split into two arrays)."""
+def to_record(rollout: dict[str, Any], actor: int, incarnation: int, policy_version: int = 0) -> dict[str, Any]:
+    """A rollout of `IMPALAAgent` as a flat record (the recurrent state split into two arrays), tagged with its
+    actor, incarnation and the weights version it acted with."""
     record = {k: v for k, v in rollout.items() if k != "initial_state"}
     if "initial_state" in rollout:
         record["initial_h"], record["initial_c"] = rollout["initial_state"]
-    record.update(actor=actor, incarnation=incarnation)
+    record.update(actor=actor, incarnation=incarnation, policy_version=policy_version)
     return record
 
 
@@ -104,7 +108,7 @@ def impala_actor(transport: Any, index: int, incarnation: int, config: dict[str,
                 episodes.put({"actor": index, "return": ep.episode_return, "length": ep.length,
                               "terminated": ep.terminated, "truncated": ep.truncated})
             while agent.outbox:
-                rollouts.put(to_record(agent.outbox.popleft(), index, incarnation))
+                rollouts.put(to_record(agent.outbox.popleft(), index, incarnation, version))
     except QueueClosed:
         return
     finally:
@@ -147,6 +151,9 @@ class ActorLearnerWorker:
         self.stream = stream if stream is not None else sys.stderr
         self.total_steps = self.total_frames = self.total_updates = 0
         self.last_loss: float | None = None
+        self.update_means = UpdateMeans()   # the learning diagnostics of the Trainer's next metric row
+        # the learner's update count at each weights version published (what a rollout's policy lag is read from)
+        self._published_at: dict[int, int] = {}
         self.resets = 1
         self.episodes: list[Episode] = []
         self.received: collections.Counter = collections.Counter()   # rollouts learned per actor
@@ -168,8 +175,22 @@ class ActorLearnerWorker:
     def _make_executor(self, executor_factory: Callable[..., Any]) -> Any:
         """The executor, with the learner's weights published before any actor starts."""
         executor = executor_factory(rollout_spec(self.agent), EPISODE_SPEC, weight_spec(self.agent))
-        executor.weights.publish(self.agent.get_weights())
+        self._published(executor.weights.publish(self.agent.get_weights()))
         return executor
+
+    def _published(self, version: Any) -> None:
+        """Notes the update count at weights ``version`` (the last 1,000 versions are kept)."""
+        if isinstance(version, (int, np.integer)) and not isinstance(version, bool):
+            self._published_at[int(version)] = self.total_updates
+            if len(self._published_at) > 1000:
+                del self._published_at[min(self._published_at)]
+
+    def _policy_lag(self, batch: list[dict[str, Any]]) -> float | None:
+        """The mean over ``batch`` of the updates the learner made after publishing the weights each rollout
+        acted with (None when no rollout's version is known: say, a publication whose outcome was unknown)."""
+        lags = [self.total_updates - self._published_at[v] for v in
+                (int(r.get("policy_version", -1)) for r in batch) if v in self._published_at]
+        return float(np.mean(lags)) if lags else None
 
     # ---- actors and the staging thread -----------------------------------------------------------------
     def start(self) -> None:
@@ -290,14 +311,16 @@ class ActorLearnerWorker:
                     break
                 continue
             self._check_order(batch)
+            lag = self._policy_lag(batch)
             metrics = self._update(batch)
+            self.update_means.add({**metrics, "policy_lag": lag} if lag is not None else metrics)
             self.total_updates += 1
             self.last_loss = metrics["loss"]
             stats.num_updates += 1
             stats.last_loss = metrics["loss"]
             if self.publish_every and self.total_updates % self.publish_every == 0:
                 try:
-                    self.executor.weights.publish(self.agent.get_weights())
+                    self._published(self.executor.weights.publish(self.agent.get_weights()))
                 except OutcomeUnknown as exc:   # the next publication writes the buffer its version calls for
                     self._transport_fault("publish", "the actors may read the previous weights until the next "
                                                      "publication", exc)
@@ -353,6 +376,8 @@ class ActorLearnerWorker:
         """Restores `state_dict`'s counters and episodes (actors start afresh: tags begin at 0 again)."""
         self.total_steps, self.total_frames = int(state["total_steps"]), int(state["total_frames"])
         self.total_updates, self.last_loss = int(state["total_updates"]), state["last_loss"]
+        # the versions published so far (before the restore, by this worker's executor) count from the restored updates
+        self._published_at = {v: self.total_updates for v in self._published_at}
         self.episodes = [Episode(**e) for e in state["episodes"]]
         self.received = collections.Counter({int(k): v for k, v in state.get("received", {}).items()})
         self.lost_rollouts = int(state.get("lost_rollouts", 0))

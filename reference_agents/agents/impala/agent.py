@@ -247,8 +247,10 @@ class IMPALAAgent(IMPALACheckpointMixin):
         logits against the policy as that step finds it.
 
         Returns:
-            ``{"loss", "pg", "baseline", "entropy", "grad_norm", "rollouts"}`` of the first step (the loss on
-            the batch as it arrived; floats), with rollouts counted.
+            ``{"loss", "pg", "baseline", "entropy", "grad_norm", "policy_entropy", "rollouts"}`` of the first
+            step (the loss on the batch as it arrived; floats), with rollouts counted. ``entropy`` is the loss
+            term (the negative entropy, reduced as ``loss.reduction`` says); ``policy_entropy`` the mean entropy
+            of the policy over the batch's steps, in nats (ln of the action count for a uniform policy).
         """
         if rollouts is None:
             k = self.config.rollout.batch_size
@@ -266,6 +268,8 @@ class IMPALAAgent(IMPALACheckpointMixin):
         method = "update_recurrent" if self.recurrent else "update"
         out = self.executor.execute(method, *args)
         self.last_metrics = {k: float(v) for k, v in zip(("loss", "pg", "baseline", "entropy", "grad_norm"), out)}
+        steps = batch["actions"].size if self.config.loss.reduction == "sum" else 1   # [T, N] of the batch
+        self.last_metrics["policy_entropy"] = -self.last_metrics["entropy"] / steps
         for _ in range(self.config.rollout.epochs - 1):
             self.executor.execute(method, *args)
         self.updates += self.config.rollout.epochs

@@ -402,12 +402,13 @@ class CentralInferenceWorker(ActorLearnerWorker):
     def _update(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
         """One update, while the inference thread goes on acting with the last published version; then the
         learner's new weights are published as the next (``total_updates + 1``: `run` counts the update after)."""
-        for rollout in batch:  # policy lag: updates between the version of the rollout's oldest step and this
-            self.policy_lag[self.total_updates - int(rollout["policy_versions"].min())] += 1
+        lags = [self.total_updates - int(rollout["policy_versions"].min()) for rollout in batch]
+        for lag in lags:  # policy lag: updates between the version of the rollout's oldest step and this
+            self.policy_lag[lag] += 1
         with self._policy_lock:
             metrics = self.agent.update(batch)
             self._publish(self.total_updates + 1)
-        return metrics
+        return {**metrics, "policy_lag": float(np.mean(lags))}
 
     def _drain_episodes(self) -> list[Episode]:
         new = [self._finished.popleft() for _ in range(len(self._finished))]  # those appended meanwhile stay

@@ -17,6 +17,10 @@ from spacegraph.report.registry import Context, Scenario, register
 
 FRAMES_PANEL = "return against env frames"
 WALL_PANEL = "return against wall time"
+#: The learning diagnostics drawn against frames when a run's points hold them (IMPALA's policy entropy and lag).
+DIAGNOSTIC_PANELS = {"policy_entropy": ("policy entropy against env frames", "policy entropy (nats), mean since "
+                                                                            "the point before"),
+                     "policy_lag": ("policy lag against env frames", "updates between acting and learning, mean")}
 #: How many seeds of a run must reach its target (k of n, as the short learning tests' seed criteria).
 REQUIRED = {1: 1, 2: 2, 3: 2}
 
@@ -82,6 +86,15 @@ def figure(name: str, runs: list[dict[str, Any]], criteria: dict[str, Any], resu
                      outcome_cell(r), "-" if r.get("frames_to_target") is None else f"{r['frames_to_target']:,}",
                      _minutes(r.get("seconds_to_target")), r.get("best_return_100"),
                      f"{m['date']}, {short_commit(m['commit'])}, {machine_of(m)}"])
+    panels = [frames, wall]
+    for key, (title, y_label) in DIAGNOSTIC_PANELS.items():
+        drawn = [(f"{r['name']} seed {r['seed']}", [p for p in r.get("points", []) if p.get(key) is not None])
+                 for r in runs]
+        drawn = [(label, pts) for label, pts in drawn if pts]
+        if drawn:
+            panels.append(Panel(title=title, x_label="env frames (millions)", y_label=y_label))
+            series += [Series(label, [p["frames"] / 1e6 for p in pts], [p[key] for p in pts], panel=title)
+                       for label, pts in drawn]
     for n in names:
         crit = criteria.get(n) or next(r["stop"] for r in runs if r["name"] == n)
         budget = [0, crit["frames"] / 1e6]
@@ -102,7 +115,7 @@ def figure(name: str, runs: list[dict[str, Any]], criteria: dict[str, Any], resu
               *(f"Note written by hand after the run: {note}" for note in result.get("notes") or [])]
     reached = sum(bool(r.get("reached")) for r in runs)
     return Figure(name=name, title=f"Reference learning runs: {name.removeprefix('learning_long_')}",
-                  figure_ref="learning regression suite (issue 42)", panels=[frames, wall], series=series,
+                  figure_ref="learning regression suite (issue 42)", panels=panels, series=series,
                   tables=[table], notes=notes, raw={**result, **measured_when(runs)},
                   headline=f"{reached} of {len(runs)} runs reached their target")
 

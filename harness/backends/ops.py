@@ -286,15 +286,17 @@ class Ops(Protocol):
 
     def rmsprop_update(self, variables: Sequence[Any], grads: Sequence[Tensor], ms: Sequence[Any],
                        mg: Sequence[Any] | None, mom: Sequence[Any] | None, learning_rate: float, decay: float,
-                       momentum: float, epsilon: float) -> None:
-        """One RMSProp step in TensorFlow 1's form (epsilon inside the square root) in place, fused per backend.
+                       momentum: float, epsilon: float, epsilon_outside: bool = False) -> None:
+        """One RMSProp step in TensorFlow 1's form (epsilon inside the square root; ``epsilon_outside``:
+        PyTorch's, added to the root) in place, fused per backend.
 
         For each backend variable ``w`` with gradient ``g`` and slots ``ms`` (and ``mg`` when
         centered, ``mom`` when ``momentum > 0``; None otherwise), ``rho`` = ``decay``::
 
             ms <- rho * ms + (1 - rho) * g^2
             mg <- rho * mg + (1 - rho) * g                        # mg given: centered
-            denom = sqrt(ms + epsilon)  or  sqrt(max(ms - mg^2, 0) + epsilon)
+            v = ms  or  max(ms - mg^2, 0)                         # centered
+            denom = sqrt(v + epsilon)  or  sqrt(v) + epsilon      # epsilon_outside
             mom <- momentum * mom + learning_rate * g / denom;  w <- w - mom     # mom given
             w <- w - learning_rate * g / denom                                  # mom None
 

@@ -101,9 +101,10 @@ class RMSPropRegression(_RegressionFixture):
 
     def __init__(self, learning_rate: float = 0.01, decay: float = 0.9, momentum: float = 0.0,
                  epsilon: float = 1e-10, centered: bool = False, clip_grad_norm: float | None = None,
-                 units: int = 2, scope: str = "regression") -> None:
+                 units: int = 2, scope: str = "regression", epsilon_outside: bool = False) -> None:
         super().__init__(lambda layer: RMSProp(learning_rate, layer, decay=decay, momentum=momentum,
-                                               epsilon=epsilon, centered=centered, clip_grad_norm=clip_grad_norm),
+                                               epsilon=epsilon, centered=centered, clip_grad_norm=clip_grad_norm,
+                                               epsilon_outside=epsilon_outside),
                          units, scope)
 
 
@@ -213,7 +214,8 @@ class AdamRegressionModel(_RegressionModel):
 
 
 class RMSPropRegressionModel(_RegressionModel):
-    """`RMSPropRegression` in NumPy: TF1's form, ``g / sqrt(ms [- mg^2] + eps)``, ``lr`` inside the momentum."""
+    """`RMSPropRegression` in NumPy: TF1's form, ``g / sqrt(ms [- mg^2] + eps)`` (``epsilon_outside``:
+    ``g / (sqrt(ms [- mg^2]) + eps)``), ``lr`` inside the momentum."""
 
     def _apply(self, path: str, g: np.ndarray, lr: float) -> None:
         rho, mu = float(self.config.get("decay", 0.9)), float(self.config.get("momentum", 0.0))
@@ -223,9 +225,10 @@ class RMSPropRegressionModel(_RegressionModel):
         if self.config.get("centered", False):
             mg = rho * self._get(f"optimizer/{path}/mean_grad") + (1.0 - rho) * g
             self._set(f"optimizer/{path}/mean_grad", mg)
-            denom = np.sqrt(np.maximum(ms - mg ** 2, 0.0) + eps)
+            v = np.maximum(ms - mg ** 2, 0.0)
         else:
-            denom = np.sqrt(ms + eps)
+            v = ms
+        denom = np.sqrt(v) + eps if self.config.get("epsilon_outside", False) else np.sqrt(v + eps)
         if mu > 0.0:
             mom = mu * self._get(f"optimizer/{path}/momentum") + lr * g / denom
             self._set(f"optimizer/{path}/momentum", mom)

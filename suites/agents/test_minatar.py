@@ -104,6 +104,9 @@ def test_configs_name_the_papers_settings():
         assert cfg.env.id == "MinAtar/Breakout-v0"   # all 6 actions, as the published curves
         assert [layer.get("filters") or layer.get("units") for layer in cfg.network.layers] == [16, None, 128]
         assert cfg.optimizer.type == "rmsprop" and cfg.optimizer.learning_rate == 0.00025
+        # PyTorch's RMSprop(alpha=0.95, eps=0.01, centered=True), as the paper's code: epsilon outside the root
+        extra = cfg.optimizer.model_extra
+        assert (extra["decay"], extra["epsilon"], extra["centered"], extra["epsilon_outside"]) == (0.95, 0.01, True, True)
         assert cfg.memory.capacity == 100_000 and cfg.update.batch_size == 32 and cfg.target_sync.every == 1000
 
 

@@ -77,14 +77,16 @@ def adam(ws: list, gs: list, ms: list, vs: list, t: int, lr: float, b1: float, b
 
 
 def rmsprop(ws: list, gs: list, ms: list, mg: list | None, mom: list | None, lr: float, rho: float, mu: float,
-                eps: float) -> tuple:
-    """TF1's RMSProp written out: the variables, then ms (then mg, then mom, when given) after one step."""
+                eps: float, outside: bool = False) -> tuple:
+    """TF1's RMSProp written out (``outside``: epsilon added to the root, PyTorch's form): the variables, then ms
+    (then mg, then mom, when given) after one step."""
     new_ms = [rho * s + (1 - rho) * g * g for s, g in zip(ms, gs)]
     if mg is not None:
         new_mg = [rho * a + (1 - rho) * g for a, g in zip(mg, gs)]
-        denom = [np.sqrt(np.maximum(s - a * a, 0.0) + eps) for s, a in zip(new_ms, new_mg)]
+        var = [np.maximum(s - a * a, 0.0) for s, a in zip(new_ms, new_mg)]
     else:
-        new_mg, denom = [], [np.sqrt(s + eps) for s in new_ms]
+        new_mg, var = [], new_ms
+    denom = [np.sqrt(v) + eps if outside else np.sqrt(v + eps) for v in var]
     if mom is not None:
         new_mom = [mu * b + lr * g / d for b, g, d in zip(mom, gs, denom)]
         new_w = [w - b for w, b in zip(ws, new_mom)]

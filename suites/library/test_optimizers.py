@@ -103,20 +103,24 @@ def test_adam_bias_correction_makes_the_first_step_lr_times_the_sign(backend):
 
 
 @BACKENDS
-def test_rmsprop_puts_epsilon_inside_the_square_root(backend):
-    # A large epsilon separates sqrt(ms + eps) (implemented) from sqrt(ms) + eps (PyTorch's form).
+@pytest.mark.parametrize("outside", [False, True])
+def test_rmsprop_puts_epsilon_inside_the_square_root_or_outside_it(backend, outside):
+    # A large epsilon separates sqrt(ms + eps) (TF1's form, the default) from sqrt(ms) + eps (PyTorch's form).
     x, y = _data(4)
     lr, eps, rho = 0.01, 0.1, 0.9
-    ex = GraphExecutor(RMSPropRegression(learning_rate=lr, decay=rho, epsilon=eps), SPACES, backend, seed=5)
+    ex = GraphExecutor(RMSPropRegression(learning_rate=lr, decay=rho, epsilon=eps, epsilon_outside=outside), SPACES,
+                       backend, seed=5)
     before = _params(ex)
     _, g = _grads(ex, x, y)
     ex.execute("update", x, y)
     after = _params(ex)
     for k in g:
         ms = (1 - rho) * g[k] ** 2
-        np.testing.assert_allclose(after[k], before[k] - lr * g[k] / np.sqrt(ms + eps), rtol=1e-5, atol=1e-7)
-        torch_form = before[k] - lr * g[k] / (np.sqrt(ms) + eps)
-        assert not np.allclose(after[k], torch_form, rtol=1e-5, atol=1e-7)
+        tf1_form, torch_form = (before[k] - lr * g[k] / np.sqrt(ms + eps),
+                                before[k] - lr * g[k] / (np.sqrt(ms) + eps))
+        want, other = (torch_form, tf1_form) if outside else (tf1_form, torch_form)
+        np.testing.assert_allclose(after[k], want, rtol=1e-5, atol=1e-7)
+        assert not np.allclose(after[k], other, rtol=1e-5, atol=1e-7)
 
 
 def test_backends_take_identical_steps():
@@ -241,6 +245,7 @@ def test_acting_records_no_gradients_and_changes_nothing(backend):
     (lambda d: RMSProp(0.1, d, momentum=-0.5), "momentum"),
     (lambda d: RMSProp(0.1, d, epsilon=float("nan")), "epsilon"),
     (lambda d: RMSProp(0.1, d, centered="yes"), "centered"),
+    (lambda d: RMSProp(0.1, d, epsilon_outside=1), "epsilon_outside"),
 ])
 def test_constructor_arguments_are_checked(make, match):
     with pytest.raises(ValueError, match=match):

@@ -220,16 +220,17 @@ class TFOps(ActivationLookup):
     @staticmethod
     def rmsprop_update(variables: Sequence[tf.Variable], grads: Sequence[Any], ms: Sequence[tf.Variable],
                        mg: Sequence[tf.Variable] | None, mom: Sequence[tf.Variable] | None, learning_rate: float,
-                       decay: float, momentum: float, epsilon: float) -> None:
+                       decay: float, momentum: float, epsilon: float, epsilon_outside: bool = False) -> None:
         # Elementwise ops inside one tf.function (TF's ResourceApply*RMSProp kernels need a momentum slot and
         # have no max(., 0) guard on the centered variance).
         for i, (var, g) in enumerate(zip(variables, grads)):
             new_ms = ms[i].assign(decay * ms[i] + (1.0 - decay) * tf.square(g))
             if mg is not None:
                 new_mg = mg[i].assign(decay * mg[i] + (1.0 - decay) * g)
-                denom = tf.sqrt(tf.maximum(new_ms - tf.square(new_mg), 0.0) + epsilon)
+                v = tf.maximum(new_ms - tf.square(new_mg), 0.0)
             else:
-                denom = tf.sqrt(new_ms + epsilon)
+                v = new_ms
+            denom = tf.sqrt(v) + epsilon if epsilon_outside else tf.sqrt(v + epsilon)
             if mom is not None:
                 var.assign_sub(mom[i].assign(momentum * mom[i] + learning_rate * g / denom))
             else:

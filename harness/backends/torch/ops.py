@@ -411,8 +411,9 @@ class TorchOps(ActivationLookup):
     @staticmethod
     def rmsprop_update(variables: Sequence[Any], grads: Sequence[Any], ms: Sequence[Any], mg: Sequence[Any] | None,
                        mom: Sequence[Any] | None, learning_rate: float, decay: float, momentum: float,
-                       epsilon: float) -> None:
-        # PyTorch's RMSprop puts epsilon outside the square root: the TF1 form written with multi-tensor ops.
+                       epsilon: float, epsilon_outside: bool = False) -> None:
+        # torch.optim.RMSprop puts epsilon outside the square root (epsilon_outside); TF1's form, epsilon inside,
+        # is the default. Both written with multi-tensor ops.
         variables, grads, ms = list(variables), list(grads), list(ms)
         with torch.no_grad():
             torch._foreach_mul_(ms, decay)
@@ -422,10 +423,18 @@ class TorchOps(ActivationLookup):
                 torch._foreach_lerp_(mg, grads, 1.0 - decay)
                 denom = torch._foreach_addcmul(ms, mg, mg, -1.0)
                 torch._foreach_clamp_min_(denom, 0.0)
-                torch._foreach_add_(denom, epsilon)
+                if epsilon_outside:
+                    torch._foreach_sqrt_(denom)
+                else:
+                    torch._foreach_add_(denom, epsilon)
+            elif epsilon_outside:
+                denom = torch._foreach_sqrt(ms)
             else:
                 denom = torch._foreach_add(ms, epsilon)
-            torch._foreach_sqrt_(denom)
+            if epsilon_outside:
+                torch._foreach_add_(denom, epsilon)
+            else:
+                torch._foreach_sqrt_(denom)
             if mom is not None:
                 mom = list(mom)
                 torch._foreach_mul_(mom, momentum)

@@ -203,3 +203,24 @@ def test_learning_long_runs_only_when_the_expression_names_it(tmp_path, expressi
     out = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
     assert sorted(line.split("::")[-1] for line in out.splitlines() if "::" in line) == selected, out
+
+
+def test_a_seed_run_again_counts_once_as_its_latest_run_and_its_curves_are_told_apart(tmp_path):
+    import spacegraph.report.scenarios  # noqa: F401 - registers the scenarios
+    from spacegraph.report import rerender
+
+    result = recorded_result()
+    first, again = result["runs"][1], dict(result["runs"][0])   # seed 1 did not reach; run it again, and it does
+    again.update(seed=1, measured={**first["measured"], "date": "2026-11-30T01:00:00+00:00", "commit": "fedcba987654"})
+    result["runs"].insert(2, again)
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(result))
+    from spacegraph.report.registry import SCENARIOS
+
+    (fig,) = rerender.rerender(path, SCENARIOS, only=["learning_long"], baseline_dir=REPO / "reports" / "baselines").figures
+    assert ("**dqn_minatar_breakout_torch**: 2 of 2 seeds reached the target (2 of 2 required: met); each seed "
+            "counted by its latest run (1 earlier run of a seed left out)") in fig.notes[1]
+    assert fig.headline == "2 of 3 runs reached their target (each seed's latest run; 1 earlier run left out)"
+    labels = {s.label for s in fig.series if s.panel == fig.panels[0].title and s.side == "ours"}
+    assert {"dqn_minatar_breakout_torch seed 1 (abc123d)", "dqn_minatar_breakout_torch seed 1 (fedcba9)",
+            "dqn_minatar_breakout_torch seed 0"} <= labels

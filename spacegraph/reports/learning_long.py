@@ -59,18 +59,16 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-#: The learning diagnostics a point keeps when its row has them (means since the row before; see the run files).
-DIAGNOSTICS = ("policy_entropy", "grad_norm", "policy_lag")
-
-
 def point(row: dict[str, Any]) -> dict[str, Any]:
     """A curve point from a metrics row: frames, wall and training seconds, last-100 return, episodes, and the
-    learning diagnostics (`DIAGNOSTICS`) the row holds."""
+    learning diagnostics (`LEARNER_COLUMNS`: means since the row before) the row holds."""
+    from reference_agents.training.files import LEARNER_COLUMNS
+
     ret = row.get("train_return_100")
     out = {"frames": int(row["frames"]), "seconds": round(float(row["wall_s"]), 2),
            "train_seconds": round(float(row["train_s"]), 2), "episodes": int(row["episodes"]),
            "return_100": None if ret is None or not math.isfinite(float(ret)) else round(float(ret), 3)}
-    out.update({k: round(float(row[k]), 4) for k in DIAGNOSTICS if row.get(k) is not None})
+    out.update({k: round(float(row[k]), 4) for k in LEARNER_COLUMNS if row.get(k) is not None})
     return out
 
 

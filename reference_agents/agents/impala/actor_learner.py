@@ -178,12 +178,10 @@ class ActorLearnerWorker:
         self._published(executor.weights.publish(self.agent.get_weights()))
         return executor
 
-    def _published(self, version: Any) -> None:
-        """Notes the update count at weights ``version`` (the last 1,000 versions are kept)."""
-        if isinstance(version, (int, np.integer)) and not isinstance(version, bool):
-            self._published_at[int(version)] = self.total_updates
-            if len(self._published_at) > 1000:
-                del self._published_at[min(self._published_at)]
+    def _published(self, version: int) -> None:
+        """Notes the update count at weights ``version`` (versions count up: the last 1,000 are kept)."""
+        self._published_at[int(version)] = self.total_updates
+        self._published_at.pop(int(version) - 1000, None)
 
     def _policy_lag(self, batch: list[dict[str, Any]]) -> float | None:
         """The mean over ``batch`` of the updates the learner made after publishing the weights each rollout

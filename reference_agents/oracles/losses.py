@@ -159,7 +159,8 @@ def impala_loss(inputs: dict[str, Any], weights: dict[str, np.ndarray], config: 
     ``log pi(a|x) = z_a - log sum_b exp z_b`` per step; ``log_rhos = log pi(a_t) -
     log mu(a_t)``; V-trace by `vtrace_targets`; ``pg = -sum log pi(a_t) A_t``,
     ``baseline = 0.5 sum (v_t - V(x_t))^2``, ``entropy = sum_t sum_a pi log pi``,
-    summed (or averaged, ``reduction="mean"``) over time and batch;
+    summed (or averaged, ``reduction="mean"``) over time and batch; with ``normalize_advantages``
+    ``A_t`` is first scaled to a unit root mean square over the batch, ``A / (sqrt(mean A^2) + 1e-8)``;
     ``total = pg + baseline_cost * baseline + entropy_cost * entropy``.
     """
     logits = np.asarray(inputs["logits"], np.float64)
@@ -181,6 +182,8 @@ def impala_loss(inputs: dict[str, Any], weights: dict[str, np.ndarray], config: 
     vs, adv = vtrace_targets(log_rhos, inputs["discounts"], inputs["rewards"], values, inputs["bootstrap_value"],
                              vtrace_config)
     reduce = np.sum if config.get("reduction", "sum") == "sum" else np.mean
+    if config.get("normalize_advantages", False):
+        adv = adv / (np.sqrt(np.mean(adv ** 2)) + 1e-8)
     pg = -reduce(log_pi * adv)
     baseline = 0.5 * reduce((vs - values.astype(np.float64)) ** 2)
     entropy = reduce(neg_entropy)

@@ -101,6 +101,9 @@ def apex_config(env: str, workers: int, learning: bool, matched: bool = False) -
                                                   "throttle": bool(matched)})
     data = cfg.model_dump(by_alias=True)
     data["memory"]["capacity"] = CAPACITY[env]
+    # The raw and RLlib sides step the env through gymnasium's Python wrappers (`env_factory`): ours too, so the
+    # ratios compare the frameworks, not ale-py's native vector env (apex_pong.yaml's env.vectorizer) with them.
+    data["env"]["vectorizer"] = "python"
     data["update"]["start_after"] = LEARNING_STARTS[env] if learning else 10 ** 12
     if matched:
         data["update"].update(every=rllib_steps_per_update(data, workers), repeats=1)

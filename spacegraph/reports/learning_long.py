@@ -207,9 +207,54 @@ def add_record(result: dict[str, Any], run: ReferenceRun, record: dict[str, Any]
     result.setdefault("runs", []).append(record)
     result.setdefault("criteria", {})[run.name] = {**dataclasses.asdict(run.stop), "target_source": run.target_source}
     if path is not None:
-        tmp = Path(f"{path}.tmp")
-        tmp.write_text(json.dumps(result, indent=1))
-        os.replace(tmp, path)
+        _write(result, path)
+    return result
+
+
+def _write(result: dict[str, Any], path: str | Path) -> None:
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    os.replace(tmp, path)
+
+
+def peer_run(record_path: str | Path, side: str, figure: str, label: str, every_s: float = 60.0) -> dict[str, Any]:
+    """A peer's learning run (RLlib's, say) to draw beside a figure's reference runs, read from a record of
+    `spacegraph.reports.impala_learning` (``sides`` -> ``{side: {"points": [{"seconds", "frames",
+    "mean_return_100", "episodes"}], "measured"}}``, with the record's ``date``/``commit``/``machine``), one point
+    every ``every_s`` seconds of its wall time.
+
+    Raises:
+        ValueError: naming the file and what is missing when it is not such a record or has no ``side``.
+    """
+    record_path = Path(record_path)
+    try:
+        record = json.loads(record_path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{record_path}: cannot read it as a learning record ({type(exc).__name__}: {exc})") from None
+    sides = record.get("sides") if isinstance(record, dict) else None
+    if not isinstance(sides, dict) or side not in sides or not isinstance(sides[side].get("points"), list):
+        raise ValueError(f"{record_path}: expected a learning record with sides.{side}.points (an "
+                         f"impala_learning record); its sides: {sorted(sides) if isinstance(sides, dict) else None}")
+    points, next_s = [], 0.0
+    for p in sides[side]["points"]:
+        if p.get("mean_return_100") is not None and float(p["seconds"]) >= next_s:
+            points.append({"frames": int(p["frames"]), "seconds": round(float(p["seconds"]), 2),
+                           "episodes": int(p["episodes"]), "return_100": round(float(p["mean_return_100"]), 3)})
+            next_s = float(p["seconds"]) + every_s
+    if not points:
+        raise ValueError(f"{record_path}: sides.{side} has no point with a last-100 mean")
+    measured = {"date": str(record.get("date", "")), "commit": str(record.get("commit", "")),
+                "machine": str(record.get("machine", "")), **(sides[side].get("measured") or {})}
+    return {"figure": figure, "label": label, "side": side, "source": str(record_path), "measured": measured,
+            "points": points}
+
+
+def add_peer(result: dict[str, Any], peer: dict[str, Any], path: str | Path | None = None) -> dict[str, Any]:
+    """Adds a `peer_run` to ``result`` (replacing one with the same figure and label); with ``path``, writes it."""
+    peers = [p for p in result.get("peers", []) if (p["figure"], p["label"]) != (peer["figure"], peer["label"])]
+    result["peers"] = [*peers, peer]
+    if path is not None:
+        _write(result, path)
     return result
 
 
@@ -283,7 +328,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result", help="the result JSON the runs are added to (created when missing)")
     parser.add_argument("--minatar-frames", type=int, default=5_000_000, metavar="N",
                         help="the MinAtar frame budget, 1M to 5M (default 5M): the target is the published curve there")
+    parser.add_argument("--add-peer", nargs=4, metavar=("RECORD", "SIDE", "FIGURE", "LABEL"),
+                        help="add a peer's run (SIDE of an impala_learning RECORD, e.g. rllib) to FIGURE's curves "
+                             "in --result, as LABEL")
     args = parser.parse_args(argv)
+    if args.add_peer:
+        if not args.result:
+            parser.error("--add-peer needs --result PATH")
+        try:
+            add_peer(load_result(args.result), peer_run(*args.add_peer), args.result)
+        except ValueError as exc:
+            print(f"learning_long: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         known = {r.name: r for r in (*reference_runs(frames=args.minatar_frames), *quick_runs())}
     except ValueError as exc:

@@ -3,7 +3,8 @@ when -m names it, never in .ci/run; docs/testing.md).
 
 Each test is one reference run of `spacegraph.reports.learning_long` (MinAtar DQN on both backends and Ape-X with
 Ray and 2 workers on Breakout, SpaceInvaders and Freeway: the last-100 training mean at least Young & Tian 2019's
-DQN return at the frame budget; IMPALA on Pong: 18 within 10M frames and 90 minutes), on seeds 0, 1, 2 one after
+DQN return at the frame budget; IMPALA on Pong: 18 within 10M frames and 90 minutes; Ape-X on Pong with Ray and
+2 workers: 18 within 120 minutes), on seeds 0, 1, 2 one after
 another until 2 of them reach the target or too few are left (`harness.specs.agents.SeedCriterion`, as the short
 learning tests). Environment variables: ``LEARNING_LONG_MINATAR_FRAMES`` a shorter MinAtar budget (1M-5M; the
 target is the published curve at that point); ``LEARNING_LONG_RESULT`` a result file every run is added to (draw
@@ -25,7 +26,7 @@ pytestmark = getattr(pytest.mark, "learning-long")
 
 RUNS = {r.name: r for r in reference_runs(frames=int(os.environ.get("LEARNING_LONG_MINATAR_FRAMES", 5_000_000)))}
 NAMES = [*(f"dqn_minatar_{game}_{backend}" for game in MINATAR_TARGETS for backend in ("torch", "tf")),
-         *(f"apex_minatar_{game}" for game in MINATAR_TARGETS), "impala_pong"]
+         *(f"apex_minatar_{game}" for game in MINATAR_TARGETS), "impala_pong", "apex_pong"]
 SEEDS = SeedCriterion(seeds=(0, 1, 2), required=2)
 
 

@@ -59,6 +59,9 @@ def test_targets_are_the_published_curve_at_the_frame_budget():
     assert runs["dqn_minatar_breakout_torch"].env_id == "MinAtar/Breakout-v0"
     pong = runs["impala_pong"].stop
     assert (pong.target_return, pong.frames, pong.seconds, pong.min_episodes) == (18.0, 10_000_000, 5400.0, 100)
+    apex_pong = runs["apex_pong"]
+    assert (apex_pong.stop.target_return, apex_pong.stop.frames, apex_pong.stop.seconds) == (18.0, 40_000_000, 7200.0)
+    assert apex_pong.figure == "learning_long_pong" and apex_pong.args[:2] == ("--executor", "ray")
     shorter = {r.name: r for r in reference_runs(published, frames=2_500_000)}
     assert shorter["dqn_minatar_breakout_tf"].stop.target_return == 9.8             # between 9.6 (2M) and 10.0 (3M)
     assert published_target([{"x": 1, "y": 2.0}, {"x": 3, "y": 6.0}], 2_000_000) == 4.0
@@ -224,3 +227,34 @@ def test_a_seed_run_again_counts_once_as_its_latest_run_and_its_curves_are_told_
     labels = {s.label for s in fig.series if s.panel == fig.panels[0].title and s.side == "ours"}
     assert {"dqn_minatar_breakout_torch seed 1 (abc123d)", "dqn_minatar_breakout_torch seed 1 (fedcba9)",
             "dqn_minatar_breakout_torch seed 0"} <= labels
+
+
+def test_a_peer_run_from_a_learning_record_is_drawn_beside_the_reference_runs(tmp_path):
+    import spacegraph.report.scenarios  # noqa: F401 - registers the scenarios
+    from spacegraph.report import rerender
+    from spacegraph.report.registry import SCENARIOS
+    from spacegraph.reports.learning_long import add_peer, load_result, main, peer_run
+
+    pts = [{"seconds": s, "frames": 1000.0 * s, "mean_return_100": r, "episodes": int(s // 10)}
+           for s, r in [(10, None), (30, -20.7), (50, -20.6), (95, -20.4), (130, -20.1)]]
+    record = {"date": "2026-11-27", "commit": "c8b8e33", "machine": "vm",
+              "sides": {"ours": {"points": []}, "rllib": {"points": pts, "measured": {"commit": "df3537c"}}}}
+    (tmp_path / "rec.json").write_text(json.dumps(record))
+    peer = peer_run(tmp_path / "rec.json", "rllib", "learning_long_minatar_breakout", "RLlib", every_s=60)
+    assert [p["seconds"] for p in peer["points"]] == [30, 95] and peer["points"][1]["frames"] == 95_000
+    assert peer["measured"] == {"date": "2026-11-27", "commit": "df3537c", "machine": "vm"}
+    with pytest.raises(ValueError, match=r"rec.json: expected a learning record with sides.peer.points.*'ours', 'rllib'"):
+        peer_run(tmp_path / "rec.json", "peer", "f", "x")
+    with pytest.raises(ValueError, match="sides.ours has no point with a last-100 mean"):
+        peer_run(tmp_path / "rec.json", "ours", "f", "x")
+
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(recorded_result()))
+    assert main(["--result", str(path), "--add-peer", str(tmp_path / "rec.json"), "rllib",
+                 "learning_long_minatar_breakout", "RLlib"]) == 0
+    add_peer(load_result(path), dict(peer, label="RLlib"), path)            # the same label again: replaced
+    assert [p["label"] for p in load_result(path)["peers"]] == ["RLlib"]
+    (fig,) = rerender.rerender(path, SCENARIOS, only=["learning_long"], baseline_dir=REPO / "reports" / "baselines").figures
+    frames, wall = (next(s for s in fig.series if s.label == "RLlib" and s.panel == p.title) for p in fig.panels[:2])
+    assert frames.side == wall.side == "peer" and frames.x == [0.03, 0.095] and wall.y == [-20.7, -20.4]
+    assert any(n.startswith("Peer run: RLlib, -20.4 after 95,000 frames") for n in fig.notes)

@@ -55,6 +55,8 @@ class IMPALALossConfig(Section):
     c_bar: float | None = Field(1.0, gt=0.0)
     rho_bar_pg: float | None = Field(1.0, gt=0.0)
     reduction: Literal["sum", "mean"] = "sum"
+    normalize_advantages: bool = Field(False, description="scale the policy gradient's advantages to a unit root "
+                                                          "mean square over each batch (IMPALALoss)")
 
 
 class IMPALAOptimizerConfig(Section):

@@ -25,7 +25,15 @@ class IMPALALoss(Component):
     - ``total = pg + baseline_cost * baseline + entropy_cost * entropy``.
 
     Sums run over time and batch (``reduction="sum"``, as the paper's
-    implementation) or are means (``"mean"``).
+    implementation) or are means (``"mean"``). With ``normalize_advantages``
+    the policy gradient takes ``A_t / (sqrt(mean A^2) + 1e-8)`` over the
+    batch's [T,B]: the policy term keeps a unit scale against the entropy
+    term however small the returns' differences are (the entropy's pull
+    toward uniform otherwise wins where rewards are sparse). Unlike PPO's
+    implementations it does not subtract the batch mean: V-trace's
+    advantages already have the value baseline subtracted, and a positive
+    scale per batch keeps the gradient's direction, where centering makes
+    the result ill-conditioned when the advantages are nearly equal.
 
     API: ``loss(logits, actions, behaviour_logits, rewards, discounts, values,
     bootstrap_value)`` -> ``(total, pg, baseline, entropy)``, four ``float*[]``.
@@ -41,6 +49,8 @@ class IMPALALoss(Component):
         rho_bar_pg: see `VTrace`.
         gamma: see `VTrace`.
         reduction: ``"sum"`` or ``"mean"`` over time and batch.
+        normalize_advantages: scale the advantages to a unit root mean square
+            over the batch.
         scope: the component's name.
 
     Raises:
@@ -49,17 +59,21 @@ class IMPALALoss(Component):
 
     def __init__(self, baseline_cost: float = 0.5, entropy_cost: float = 0.01, rho_bar: float | None = 1.0,
                  c_bar: float | None = 1.0, rho_bar_pg: float | None = 1.0, gamma: float = 0.99,
-                 reduction: str = "sum", scope: str = "impala_loss") -> None:
+                 reduction: str = "sum", normalize_advantages: bool = False,
+                 scope: str = "impala_loss") -> None:
         for name, value in (("baseline_cost", baseline_cost), ("entropy_cost", entropy_cost)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"IMPALALoss: {name} must be a number >= 0; got {value!r}")
         if reduction not in REDUCTIONS:
             raise ValueError(f"IMPALALoss: reduction must be one of {REDUCTIONS}; got {reduction!r}")
+        if not isinstance(normalize_advantages, bool):
+            raise ValueError(f"IMPALALoss: normalize_advantages must be true or false; got {normalize_advantages!r}")
         vtrace = VTrace(rho_bar, c_bar, rho_bar_pg, gamma, scope="vtrace")
         super().__init__(vtrace, scope=scope)
         self.vtrace_fn = vtrace
         self.baseline_cost, self.entropy_cost = float(baseline_cost), float(entropy_cost)
         self.reduction = reduction
+        self.normalize_advantages = normalize_advantages
         self.num_actions = 0
 
     def check_input_spaces(self, input_spaces: dict[str, Space]) -> None:
@@ -100,7 +114,10 @@ class IMPALALoss(Component):
     def _graph_fn_losses(self, F: Any, logits: Any, log_probs: Any, vs: Any, advantages: Any,
                          values: Any) -> tuple[Any, Any, Any, Any]:
         reduce = F.reduce_sum if self.reduction == "sum" else F.reduce_mean
-        pg = -reduce(log_probs * F.stop_gradient(advantages))
+        advantages = F.stop_gradient(advantages)
+        if self.normalize_advantages:
+            advantages = advantages / (F.sqrt(F.reduce_mean(F.square(advantages))) + 1e-8)
+        pg = -reduce(log_probs * advantages)
         baseline = 0.5 * reduce(F.square(F.stop_gradient(vs) - values))
         entropy = reduce(F.reduce_sum(F.softmax(logits) * F.log_softmax(logits), axis=-1))
         total = pg + self.baseline_cost * baseline + self.entropy_cost * entropy

@@ -117,6 +117,13 @@ def figure(name: str, runs: list[dict[str, Any]], criteria: dict[str, Any], resu
             panels.append(Panel(title=title, x_label="env frames (millions)", y_label=y_label))
             series += [Series(label, [p["frames"] / 1e6 for p in pts], [p[key] for p in pts], panel=title)
                        for label, pts in drawn]
+    peers = [p for p in result.get("peers", []) if p["figure"] == name]
+    for p in peers:
+        pts = p["points"]
+        series += [Series(p["label"], [q["frames"] / 1e6 for q in pts], [q["return_100"] for q in pts], side="peer",
+                          panel=frames.title),
+                   Series(p["label"], [q["seconds"] / 60 for q in pts], [q["return_100"] for q in pts], side="peer",
+                          panel=wall.title)]
     for n in names:
         crit = criteria.get(n) or next(r["stop"] for r in runs if r["name"] == n)
         budget = [0, crit["frames"] / 1e6]
@@ -134,6 +141,9 @@ def figure(name: str, runs: list[dict[str, Any]], criteria: dict[str, Any], resu
               f"once {min(r['stop']['min_episodes'] for r in runs)} episodes have finished. Time: the trainer's wall "
               "time (evaluations included, process start-up not). A run stops at its target (Ctrl-C: it checkpoints), "
               "at its frame budget or at its time budget, whichever comes first.",
+              *(f"Peer run: {p['label']}, {p['points'][-1]['return_100']} after {p['points'][-1]['frames']:,} "
+                f"frames and {_minutes(p['points'][-1]['seconds'])} (measured {p['measured'].get('date')}, "
+                f"{short_commit(str(p['measured'].get('commit', '')))}; record {p['source']})." for p in peers),
               *(f"Note written by hand after the run: {note}" for note in result.get("notes") or [])]
     counted = [r for n in names for r in latest_per_seed([r for r in runs if r["name"] == n])]
     reached, earlier = sum(bool(r.get("reached")) for r in counted), len(runs) - len(counted)

@@ -35,7 +35,8 @@ from typing import Any, Callable, Sequence
 import yaml
 
 from harness.measure.machine import REPO, cpu_model, git_revision
-from spacegraph.reports.learning_long_runs import ReferenceRun, StopCriteria, quick_runs, reference_runs
+from spacegraph.reports.learning_long_runs import (ReferenceRun, StopCriteria, quick_runs, reference_runs,
+                                                   with_overrides)
 
 #: What a run's thread pools are limited to (as the other learning reports: one framework thread per process),
 #: and TensorFlow's oneDNN on (its default) whatever the shell says: with it off the TF learner's Pong update
@@ -108,18 +109,41 @@ def train_command(run: ReferenceRun, seed: int, config: str, out: Path, steps: i
             "--screen-episodes", str(run.eval_episodes), *run.args]
 
 
+def set_key(data: dict[str, Any], key: str, value: Any) -> None:
+    """Sets the dotted ``key`` (``loss.entropy_cost``) of a config dict to ``value``, making the last level.
+
+    Raises:
+        ValueError: naming the key when a level above the last is missing or not a mapping.
+    """
+    *parents, leaf = key.split(".")
+    node = data
+    for i, part in enumerate(parents):
+        if not isinstance(node.get(part), dict):
+            raise ValueError(f"config key {key}: {'.'.join(parents[:i + 1])} is not a section of the config "
+                             f"(got {node.get(part)!r})")
+        node = node[part]
+    node[leaf] = value
+
+
 def run_config(run: ReferenceRun, folder: Path) -> tuple[str, dict[str, Any]]:
-    """The config ``run`` trains (a copy with ``env.id`` replaced when it names one) and its values (the record
-    keeps them: a commit marked ``+dirty`` does not say what was trained)."""
+    """The config ``run`` trains (a copy with ``env.id`` and the run's overrides set when it has them) and its
+    values (the record keeps them: a commit marked ``+dirty`` does not say what was trained)."""
     from reference_agents.agents import resolve_config_path
     from reference_agents.agents.config import read_config_file
 
     path = resolve_config_path(run.config)
     data = read_config_file(path)
-    if run.env_id is None:
+    if run.env_id is None and not run.overrides:
         return path, data
-    data["env"] = {**data["env"], "id": run.env_id}
-    copy = folder / f"{Path(path).stem}_{run.env_id.replace('/', '_')}.yaml"
+    if run.env_id is not None:
+        data["env"] = {**data["env"], "id": run.env_id}
+    for key, value in run.overrides:
+        set_key(data, key, value)
+    if run.overrides:
+        from reference_agents.agents import load_config
+
+        load_config(data)   # a ConfigError naming the key now, not a failed run later
+    copy = folder / f"{Path(path).stem}_{(run.env_id or 'variant').replace('/', '_')}.yaml"
     copy.write_text(yaml.safe_dump(data, sort_keys=False))
     return str(copy), data
 
@@ -164,7 +188,8 @@ def run_reference(run: ReferenceRun, seed: int, folder: str | Path | None = None
         record = {"name": run.name, "figure": run.figure, "seed": int(seed), "config": run.config,
                   "env_id": run.env_id or env["id"], "backend": run.backend, "args": list(run.args),
                   "stop": dataclasses.asdict(run.stop), "target_source": run.target_source,
-                  "config_values": values, "frames_per_step": per_step, "measured": measured_on()}
+                  "config_values": values, "overrides": dict(run.overrides), "frames_per_step": per_step,
+                  "measured": measured_on()}
         points, error, status = [], None, None
         env_vars = {**os.environ, **THREAD_ENV,
                     "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
@@ -328,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result", help="the result JSON the runs are added to (created when missing)")
     parser.add_argument("--minatar-frames", type=int, default=5_000_000, metavar="N",
                         help="the MinAtar frame budget, 1M to 5M (default 5M): the target is the published curve there")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an A/B variant: set the config's dotted KEY to VALUE (YAML) for the runs, recorded as "
+                             "NAME[KEY=VALUE] beside the reference run (repeatable)")
     parser.add_argument("--add-peer", nargs=4, metavar=("RECORD", "SIDE", "FIGURE", "LABEL"),
                         help="add a peer's run (SIDE of an impala_learning RECORD, e.g. rllib) to FIGURE's curves "
                              "in --result, as LABEL")
@@ -356,7 +384,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown run(s) {', '.join(unknown)} (--list names them)" if unknown
                      else "--result PATH is needed")
     try:
-        measure([known[n] for n in args.run], args.seed, result_path=args.result)
+        overrides = []
+        for item in args.set:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise ValueError(f"--set {item}: expected KEY=VALUE (a dotted config key and a YAML value)")
+            overrides.append((key, yaml.safe_load(value)))
+        measure([with_overrides(known[n], overrides) for n in args.run], args.seed, result_path=args.result)
     except ValueError as exc:
         print(f"learning_long: {exc}", file=sys.stderr)
         return 2

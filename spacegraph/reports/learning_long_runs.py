@@ -5,6 +5,7 @@ budget), the MinAtar targets read from the published DQN curves (``reports/basel
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Any, Sequence
 
@@ -54,6 +55,7 @@ class ReferenceRun:
         eval_every: env steps between evaluations, i.e. between the rows the stop criteria are checked at.
         eval_episodes: greedy episodes per evaluation (the target is on training episodes: kept small).
         target_source: where the target comes from.
+        overrides: ``(dotted key, value)`` pairs set over the config (an A/B variant: `with_overrides`).
     """
 
     name: str
@@ -66,6 +68,16 @@ class ReferenceRun:
     eval_every: int = 50_000
     eval_episodes: int = 1
     target_source: str = ""
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+
+def with_overrides(run: ReferenceRun, overrides: Sequence[tuple[str, Any]]) -> ReferenceRun:
+    """``run`` with config values changed (``("loss.entropy_cost", 0.001)``, ...): an A/B variant, named
+    ``NAME[key=value,...]`` so that its records count apart from the reference run's, on the same figure."""
+    if not overrides:
+        return run
+    label = ",".join(f"{k}={json.dumps(v)}" for k, v in overrides)
+    return dataclasses.replace(run, name=f"{run.name}[{label}]", overrides=(*run.overrides, *overrides))
 
 
 def published_target(points: Sequence[dict[str, Any]], frames: int) -> float:

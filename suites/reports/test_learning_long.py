@@ -258,3 +258,27 @@ def test_a_peer_run_from_a_learning_record_is_drawn_beside_the_reference_runs(tm
     frames, wall = (next(s for s in fig.series if s.label == "RLlib" and s.panel == p.title) for p in fig.panels[:2])
     assert frames.side == wall.side == "peer" and frames.x == [0.03, 0.095] and wall.y == [-20.7, -20.4]
     assert any(n.startswith("Peer run: RLlib, -20.4 after 95,000 frames") for n in fig.notes)
+
+
+def test_a_variant_sets_config_keys_and_counts_apart_from_the_reference_run(tmp_path):
+    from reference_agents.agents.config import ConfigError
+    from spacegraph.reports.learning_long import run_config, set_key
+    from spacegraph.reports.learning_long_runs import with_overrides
+
+    runs = {r.name: r for r in reference_runs()}
+    variant = with_overrides(runs["impala_pong"], [("loss.normalize_advantages", True), ("loss.entropy_cost", 0.001)])
+    assert variant.name == "impala_pong[loss.normalize_advantages=true,loss.entropy_cost=0.001]"
+    assert (variant.figure, variant.stop, variant.args) == (runs["impala_pong"].figure, runs["impala_pong"].stop,
+                                                            runs["impala_pong"].args)
+    path, values = run_config(variant, tmp_path)
+    assert Path(path).parent == tmp_path and values["loss"]["normalize_advantages"] is True
+    assert values["loss"]["entropy_cost"] == 0.001 and values["loss"]["rho_bar"] == 1.0   # the rest as shipped
+    with pytest.raises(ConfigError, match="loss.entropy_cost"):
+        run_config(with_overrides(runs["impala_pong"], [("loss.entropy_cost", -1)]), tmp_path)
+    with pytest.raises(ValueError, match="config key optimiser.lr: optimiser is not a section"):
+        set_key({"optimizer": {}}, "optimiser.lr", 1.0)
+    assert with_overrides(runs["impala_pong"], []) is runs["impala_pong"]
+    from spacegraph.reports.learning_long import main
+
+    assert main(["--run", "impala_pong", "--result", str(tmp_path / "r.json"), "--set", "loss.entropy_cost"]) == 2
+    assert not (tmp_path / "r.json").exists()

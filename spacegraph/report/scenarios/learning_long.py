@@ -93,16 +93,21 @@ def measured_when(runs: list[dict[str, Any]]) -> dict[str, str]:
             "machine": joined(machine_of)}
 
 
+def return_curves(label: str, points: list[dict[str, Any]], side: str = "ours") -> list[Series]:
+    """The two curves of a run's (or a peer's) points: last-100 return against frames and against wall time."""
+    pts = [p for p in points if p["return_100"] is not None]
+    ys = [p["return_100"] for p in pts]
+    return [Series(label, [p["frames"] / 1e6 for p in pts], ys, side=side, panel=FRAMES_PANEL),
+            Series(label, [p["seconds"] / 60 for p in pts], ys, side=side, panel=WALL_PANEL)]
+
+
 def figure(name: str, runs: list[dict[str, Any]], criteria: dict[str, Any], result: dict[str, Any]) -> Figure:
     """One environment's runs: curves against frames and wall time, the target, a table of outcomes."""
     frames = Panel(title=FRAMES_PANEL, x_label="env frames (millions)", y_label="mean return, last 100 episodes")
     wall = Panel(title=WALL_PANEL, x_label="wall time (minutes)", y_label="mean return, last 100 episodes")
     series, rows, names = [], [], sorted({r["name"] for r in runs})
     for r in runs:
-        pts = [p for p in r.get("points", []) if p["return_100"] is not None]
-        label = run_label(r, runs)
-        series += [Series(label, [p["frames"] / 1e6 for p in pts], [p["return_100"] for p in pts], panel=frames.title),
-                   Series(label, [p["seconds"] / 60 for p in pts], [p["return_100"] for p in pts], panel=wall.title)]
+        series += return_curves(run_label(r, runs), r.get("points", []))
         stop, m = r["stop"], r["measured"]
         rows.append([r["name"], r["seed"], stop["target_return"], f"{stop['frames']:,}", _minutes(stop["seconds"]),
                      outcome_cell(r), "-" if r.get("frames_to_target") is None else f"{r['frames_to_target']:,}",
@@ -119,11 +124,7 @@ def figure(name: str, runs: list[dict[str, Any]], criteria: dict[str, Any], resu
                        for label, pts in drawn]
     peers = [p for p in result.get("peers", []) if p["figure"] == name]
     for p in peers:
-        pts = p["points"]
-        series += [Series(p["label"], [q["frames"] / 1e6 for q in pts], [q["return_100"] for q in pts], side="peer",
-                          panel=frames.title),
-                   Series(p["label"], [q["seconds"] / 60 for q in pts], [q["return_100"] for q in pts], side="peer",
-                          panel=wall.title)]
+        series += return_curves(p["label"], p["points"], side="peer")
     for n in names:
         crit = criteria.get(n) or next(r["stop"] for r in runs if r["name"] == n)
         budget = [0, crit["frames"] / 1e6]

@@ -283,6 +283,26 @@ def add_peer(result: dict[str, Any], peer: dict[str, Any], path: str | Path | No
     return result
 
 
+def add_note(result: dict[str, Any], figure: str, text: str, path: str | Path | None = None) -> dict[str, Any]:
+    """Adds a note written by hand after a run to ``result``, drawn on ``figure`` only (a bare string in
+    ``notes``, as older results hold, is drawn on every figure); with ``path``, writes it.
+
+    Raises:
+        ValueError: for an empty text, or a figure none of the result's runs or peers is drawn on (naming the
+            figures there are).
+    """
+    drawn = sorted({r["figure"] for r in result.get("runs", [])} | {p["figure"] for p in result.get("peers", [])})
+    if figure not in drawn:
+        raise ValueError(f"--add-note: no run or peer of the result is drawn on figure {figure!r}; its figures: "
+                         f"{', '.join(drawn) or 'none'}")
+    if not text.strip():
+        raise ValueError("--add-note: the note's text is empty")
+    result.setdefault("notes", []).append({"figures": [figure], "text": text})
+    if path is not None:
+        _write(result, path)
+    return result
+
+
 def load_result(path: str | Path) -> dict[str, Any]:
     """The result saved at ``path`` ({} when there is none yet).
 
@@ -359,7 +379,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--add-peer", nargs=4, metavar=("RECORD", "SIDE", "FIGURE", "LABEL"),
                         help="add a peer's run (SIDE of an impala_learning RECORD, e.g. rllib) to FIGURE's curves "
                              "in --result, as LABEL")
+    parser.add_argument("--add-note", nargs=2, metavar=("FIGURE", "TEXT"),
+                        help="add a note written by hand (what ran beside a run, why it was stopped) to FIGURE "
+                             "(e.g. learning_long_pong) in --result")
     args = parser.parse_args(argv)
+    if args.add_note:
+        if not args.result:
+            parser.error("--add-note needs --result PATH")
+        try:
+            add_note(load_result(args.result), *args.add_note, path=args.result)
+        except ValueError as exc:
+            print(f"learning_long: {exc}", file=sys.stderr)
+            return 2
+        return 0
     if args.add_peer:
         if not args.result:
             parser.error("--add-peer needs --result PATH")

@@ -282,3 +282,32 @@ def test_a_variant_sets_config_keys_and_counts_apart_from_the_reference_run(tmp_
 
     assert main(["--run", "impala_pong", "--result", str(tmp_path / "r.json"), "--set", "loss.entropy_cost"]) == 2
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_note_written_by_hand_is_drawn_on_the_figure_it_names_only(tmp_path, capsys):
+    import spacegraph.report.scenarios  # noqa: F401 - registers the scenarios
+    from spacegraph.report import rerender
+    from spacegraph.report.registry import SCENARIOS
+    from spacegraph.reports.learning_long import load_result, main
+
+    result = recorded_result()
+    other = dict(result["runs"][0], figure="learning_long_minatar_freeway", name="dqn_minatar_freeway_torch")
+    result["runs"].append(other)
+    result["notes"] = ["an older note, on every figure"]
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(result))
+    assert main(["--result", str(path), "--add-note", "learning_long_minatar_freeway", "tests ran beside it"]) == 0
+    assert load_result(path)["notes"][-1] == {"figures": ["learning_long_minatar_freeway"],
+                                              "text": "tests ran beside it"}
+    assert main(["--result", str(path), "--add-note", "learning_long_pong", "x"]) == 2   # no run drawn there
+    assert ("no run or peer of the result is drawn on figure 'learning_long_pong'; its figures: "
+            "learning_long_minatar_breakout, learning_long_minatar_freeway") in capsys.readouterr().err
+    assert len(load_result(path)["notes"]) == 2
+    figs = {f.name: f for f in rerender.rerender(path, SCENARIOS, only=["learning_long"],
+                                                 baseline_dir=REPO / "reports" / "baselines").figures}
+    hand = {name: [n for n in f.notes if n.startswith("Note written by hand")] for name, f in figs.items()}
+    assert hand == {"learning_long_minatar_breakout": ["Note written by hand after the run: an older note, on every "
+                                                       "figure"],
+                    "learning_long_minatar_freeway": ["Note written by hand after the run: an older note, on every "
+                                                      "figure",
+                                                      "Note written by hand after the run: tests ran beside it"]}

@@ -101,6 +101,13 @@ def return_curves(label: str, points: list[dict[str, Any]], side: str = "ours") 
             Series(label, [p["seconds"] / 60 for p in pts], ys, side=side, panel=WALL_PANEL)]
 
 
+def figure_notes(result: dict[str, Any], name: str) -> list[str]:
+    """The result's hand-written notes that figure ``name`` draws: those naming it in ``figures``, and bare
+    strings (older results: every figure draws them)."""
+    return [n if isinstance(n, str) else n["text"] for n in result.get("notes") or []
+            if isinstance(n, str) or name in n.get("figures", ())]
+
+
 def figure(name: str, runs: list[dict[str, Any]], criteria: dict[str, Any], result: dict[str, Any]) -> Figure:
     """One environment's runs: curves against frames and wall time, the target, a table of outcomes."""
     frames = Panel(title=FRAMES_PANEL, x_label="env frames (millions)", y_label="mean return, last 100 episodes")
@@ -145,7 +152,7 @@ def figure(name: str, runs: list[dict[str, Any]], criteria: dict[str, Any], resu
               *(f"Peer run: {p['label']}, {p['points'][-1]['return_100']} after {p['points'][-1]['frames']:,} "
                 f"frames and {_minutes(p['points'][-1]['seconds'])} (measured {p['measured'].get('date')}, "
                 f"{short_commit(str(p['measured'].get('commit', '')))}; record {p['source']})." for p in peers),
-              *(f"Note written by hand after the run: {note}" for note in result.get("notes") or [])]
+              *(f"Note written by hand after the run: {text}" for text in figure_notes(result, name))]
     counted = [r for n in names for r in latest_per_seed([r for r in runs if r["name"] == n])]
     reached, earlier = sum(bool(r.get("reached")) for r in counted), len(runs) - len(counted)
     headline = f"{reached} of {len(counted)} runs reached their target" + (

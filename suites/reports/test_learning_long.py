@@ -311,3 +311,18 @@ def test_a_note_written_by_hand_is_drawn_on_the_figure_it_names_only(tmp_path, c
                     "learning_long_minatar_freeway": ["Note written by hand after the run: an older note, on every "
                                                       "figure",
                                                       "Note written by hand after the run: tests ran beside it"]}
+
+
+def test_a_variant_draws_its_curve_but_not_a_second_copy_of_its_reference_runs_target(tmp_path):
+    import spacegraph.report.scenarios  # noqa: F401 - registers the scenarios
+    from spacegraph.report import rerender
+    from spacegraph.report.registry import SCENARIOS
+
+    result = recorded_result()
+    result["runs"].append(dict(result["runs"][0], name="dqn_minatar_breakout_torch[update.batch_size=64]"))
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(result))
+    (fig,) = rerender.rerender(path, SCENARIOS, only=["learning_long"], baseline_dir=REPO / "reports" / "baselines").figures
+    assert sorted(s.label for s in fig.series if s.side == "reference") == [
+        "target of apex_minatar_breakout", "target of dqn_minatar_breakout_torch"]
+    assert any(s.label.startswith("dqn_minatar_breakout_torch[update.batch_size=64]") for s in fig.series)

@@ -133,6 +133,8 @@ def figure(name: str, runs: list[dict[str, Any]], criteria: dict[str, Any], resu
     for p in peers:
         series += return_curves(p["label"], p["points"], side="peer")
     for n in names:
+        if "[" in n and n.split("[", 1)[0] in names:
+            continue        # an A/B variant: its reference run draws the same target
         crit = criteria.get(n) or next(r["stop"] for r in runs if r["name"] == n)
         budget = [0, crit["frames"] / 1e6]
         series.append(Series(f"target of {n}", budget, [crit["target_return"]] * 2, side="reference",

@@ -288,12 +288,12 @@ def add_note(result: dict[str, Any], figure: str, text: str, path: str | Path | 
     ``notes``, as older results hold, is drawn on every figure); with ``path``, writes it.
 
     Raises:
-        ValueError: for an empty text, or a figure none of the result's runs or peers is drawn on (naming the
-            figures there are).
+        ValueError: for an empty text, or a figure none of the result's runs is drawn on (the report draws a
+            figure for its runs only, peers beside them), naming the figures there are.
     """
-    drawn = sorted({r["figure"] for r in result.get("runs", [])} | {p["figure"] for p in result.get("peers", [])})
+    drawn = sorted({r["figure"] for r in result.get("runs", [])})
     if figure not in drawn:
-        raise ValueError(f"--add-note: no run or peer of the result is drawn on figure {figure!r}; its figures: "
+        raise ValueError(f"--add-note: no run of the result is drawn on figure {figure!r}; its figures: "
                          f"{', '.join(drawn) or 'none'}")
     if not text.strip():
         raise ValueError("--add-note: the note's text is empty")
@@ -383,24 +383,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="add a note written by hand (what ran beside a run, why it was stopped) to FIGURE "
                              "(e.g. learning_long_pong) in --result")
     args = parser.parse_args(argv)
-    if args.add_note:
-        if not args.result:
-            parser.error("--add-note needs --result PATH")
-        try:
-            add_note(load_result(args.result), *args.add_note, path=args.result)
-        except ValueError as exc:
-            print(f"learning_long: {exc}", file=sys.stderr)
-            return 2
-        return 0
-    if args.add_peer:
-        if not args.result:
-            parser.error("--add-peer needs --result PATH")
-        try:
-            add_peer(load_result(args.result), peer_run(*args.add_peer), args.result)
-        except ValueError as exc:
-            print(f"learning_long: {exc}", file=sys.stderr)
-            return 2
-        return 0
+    edits = (("--add-note", args.add_note, lambda: add_note(load_result(args.result), *args.add_note,
+                                                            path=args.result)),
+             ("--add-peer", args.add_peer, lambda: add_peer(load_result(args.result), peer_run(*args.add_peer),
+                                                            args.result)))
+    for flag, given, edit in edits:          # an edit of the result file, not a run
+        if given:
+            if not args.result:
+                parser.error(f"{flag} needs --result PATH")
+            try:
+                edit()
+            except ValueError as exc:
+                print(f"learning_long: {exc}", file=sys.stderr)
+                return 2
+            return 0
     try:
         known = {r.name: r for r in (*reference_runs(frames=args.minatar_frames), *quick_runs())}
     except ValueError as exc:

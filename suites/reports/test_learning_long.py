@@ -288,7 +288,7 @@ def test_a_note_written_by_hand_is_drawn_on_the_figure_it_names_only(tmp_path, c
     import spacegraph.report.scenarios  # noqa: F401 - registers the scenarios
     from spacegraph.report import rerender
     from spacegraph.report.registry import SCENARIOS
-    from spacegraph.reports.learning_long import load_result, main
+    from spacegraph.reports.learning_long import add_peer, load_result, main
 
     result = recorded_result()
     other = dict(result["runs"][0], figure="learning_long_minatar_freeway", name="dqn_minatar_freeway_torch")
@@ -300,8 +300,10 @@ def test_a_note_written_by_hand_is_drawn_on_the_figure_it_names_only(tmp_path, c
     assert load_result(path)["notes"][-1] == {"figures": ["learning_long_minatar_freeway"],
                                               "text": "tests ran beside it"}
     assert main(["--result", str(path), "--add-note", "learning_long_pong", "x"]) == 2   # no run drawn there
-    assert ("no run or peer of the result is drawn on figure 'learning_long_pong'; its figures: "
+    assert ("no run of the result is drawn on figure 'learning_long_pong'; its figures: "
             "learning_long_minatar_breakout, learning_long_minatar_freeway") in capsys.readouterr().err
+    add_peer(load_result(path), {"figure": "learning_long_pong", "label": "RLlib", "points": []}, path)
+    assert main(["--result", str(path), "--add-note", "learning_long_pong", "x"]) == 2   # a peer alone draws none
     assert len(load_result(path)["notes"]) == 2
     figs = {f.name: f for f in rerender.rerender(path, SCENARIOS, only=["learning_long"],
                                                  baseline_dir=REPO / "reports" / "baselines").figures}
